@@ -1,0 +1,488 @@
+"""``GradientTape``: recording, the reverse pass, nesting, persistence, ``jacobian``.
+
+Semantics are TensorFlow 2's. A tape traces a set of tensor ids: the tensors it watched and the
+outputs of the ops it recorded. An op is recorded on a tape only if one of its inputs is traced
+by that tape; its floating outputs then become traced. Records (:class:`Operation`) hold the op's
+inputs and outputs; tensors never point back to records, so there is no reference cycle.
+"""
+from __future__ import annotations
+
+import contextlib
+import enum
+import inspect
+import threading
+import warnings
+
+from . import _backend, _registry
+from ._tensor import Tensor, Variable
+from .errors import (GradientCountError, GradientShapeError, GradientTypeError,
+                     NotDifferentiableError)
+
+_SCALARS = (bool, int, float, complex)
+
+
+class _State(threading.local):
+    def __init__(self):
+        self.tapes = []  # active tapes, innermost last; replaced (never mutated) on push/pop
+        self.overrides = {}  # gradient_override_map
+
+
+_state = _State()
+
+
+class UnconnectedGradients(enum.Enum):
+    """What ``gradient`` returns for a source not connected to the target: ``None`` or zeros."""
+
+    NONE = "none"
+    ZERO = "zero"
+
+
+class Operation:
+    """The record of one executed op, as a gradient function receives it.
+
+    Attributes: ``type`` (op type name), ``inputs`` (tuple of Tensors or Python scalars),
+    ``outputs`` (tuple of Tensors), ``attrs`` (dict of keyword attributes).
+    """
+
+    __slots__ = ("type", "inputs", "outputs", "attrs", "_in_ids", "_out_ids", "_grad_type",
+                 "_grad_fn", "_opdef")
+
+    @property
+    def name(self) -> str:
+        """A unique name: ``<type>_<id of first output>``."""
+        return f"{self.type}_{self._out_ids[0]}"
+
+    def get_attr(self, name):
+        """The keyword attribute ``name``; raises ``KeyError`` listing the op's attributes."""
+        try:
+            return self.attrs[name]
+        except KeyError:
+            raise KeyError(f"op {self.type!r} has no attribute {name!r}; it has "
+                           f"{sorted(self.attrs)}") from None
+
+    def __repr__(self):
+        return f"<Operation {self.type} inputs={len(self.inputs)} outputs={len(self.outputs)}>"
+
+
+def _is_float(t) -> bool:
+    return _backend.is_floating(t._value.dtype)
+
+
+def _as_input(a):
+    if isinstance(a, Tensor):
+        return a._snapshot() if type(a) is Variable else a
+    if isinstance(a, _SCALARS) or a is None:
+        return a
+    return Tensor(_registry._raw(a))
+
+
+def record(opdef, args, attrs, out, grad_fn=None, op_type=None):
+    """Wrap ``out`` in Tensors and record the op on every active tape that traces an input."""
+    multi = type(out) is tuple
+    outs = tuple(Tensor(o) for o in out) if multi else (Tensor(out),)
+    record_outputs(opdef, args, attrs, outs, grad_fn, op_type)
+    return outs if multi else outs[0]
+
+
+def record_outputs(opdef, args, attrs, outs, grad_fn=None, op_type=None):
+    """Record an op whose output Tensors already exist (used by ``custom_gradient``)."""
+    op = None
+    in_ids = None
+    for tape in _state.tapes:
+        if tape._watch_vars:
+            for a in args:
+                if type(a) is Variable and a.trainable:
+                    tape._note_variable(a)
+        watched = tape._watched
+        if in_ids is None:
+            in_ids = tuple(a._id if isinstance(a, Tensor) else None for a in args)
+        if watched.isdisjoint(in_ids):
+            continue
+        if op is None:
+            op = Operation()
+            op.type = op_type or opdef.type
+            op.inputs = tuple(_as_input(a) for a in args)
+            op.outputs = outs
+            op.attrs = attrs
+            op._in_ids = in_ids
+            op._out_ids = tuple(o._id for o in outs)
+            op._opdef = opdef
+            op._grad_fn = grad_fn
+            overrides = _state.overrides
+            op._grad_type = overrides.get(op.type, op.type) if overrides else op.type
+            float_out = [o._id for o in outs if _is_float(o)]
+            if not float_out:
+                return
+        tape._ops.append(op)
+        watched.update(float_out)
+
+
+class GradientTape:
+    """Records operations for automatic differentiation (TensorFlow 2 semantics).
+
+    Args:
+        persistent: if False, the tape's records are freed after one ``gradient`` or
+            ``jacobian`` call and a second call raises ``RuntimeError``.
+        watch_accessed_variables: if True, trainable Variables read by ops inside the block are
+            watched automatically.
+
+    Use as a context manager. Tapes nest: an outer tape records the gradient computation of an
+    inner one, which gives higher-order gradients. Tapes are thread-local.
+    """
+
+    def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True):
+        self._persistent = bool(persistent)
+        self._watch_vars = bool(watch_accessed_variables)
+        self._ops = []
+        self._watched = set()
+        self._variables = {}
+        self._used = False
+        self.logs = {}
+
+    # --- context -------------------------------------------------------------------------------
+    def __enter__(self):
+        if self in _state.tapes:
+            raise RuntimeError("this GradientTape is already recording; do not re-enter it")
+        self._push()
+        return self
+
+    def __exit__(self, *exc):
+        if self in _state.tapes:
+            self._pop()
+        return False
+
+    def _push(self):
+        _state.tapes = [*_state.tapes, self]
+
+    def _pop(self):
+        _state.tapes = [t for t in _state.tapes if t is not self]
+
+    @contextlib.contextmanager
+    def stop_recording(self):
+        """Within the block, this tape records nothing. Raises ``ValueError`` if not recording."""
+        if self not in _state.tapes:
+            raise ValueError("stop_recording: this tape is not recording (use it inside its "
+                             "`with` block)")
+        saved = _state.tapes
+        self._pop()
+        try:
+            yield
+        finally:
+            _state.tapes = [t for t in saved if t is self or t in _state.tapes]
+
+    def reset(self):
+        """Forget everything recorded and watched, as if the block were entered anew."""
+        self._ops = []
+        self._watched = set()
+        self._variables = {}
+        self._used = False
+
+    # --- watching ------------------------------------------------------------------------------
+    def watch(self, tensor):
+        """Trace ``tensor`` (a Tensor, Variable, or a list/tuple/dict of them).
+
+        Non-floating tensors are not watched (with a warning). Raises ``TypeError`` for a value
+        that is not a Tensor.
+        """
+        for t in _flatten(tensor):
+            if not isinstance(t, Tensor):
+                raise TypeError(f"GradientTape.watch: expected a Tensor or Variable, got "
+                                f"{type(t).__name__}; convert it with tg.constant first")
+            if not _is_float(t):
+                warnings.warn(f"GradientTape.watch: a tensor of dtype {t.dtype} cannot carry a "
+                              "gradient (only floating dtypes do); it is not watched",
+                              stacklevel=2)
+                continue
+            if type(t) is Variable:
+                self._note_variable(t)
+            else:
+                self._watched.add(t._id)
+
+    def _note_variable(self, v):
+        if v._id not in self._variables:
+            self._variables[v._id] = v
+            self._watched.add(v._id)
+
+    def watched_variables(self) -> tuple:
+        """The Variables this tape watched, in the order they were first watched or read."""
+        return tuple(self._variables.values())
+
+    # --- gradients -------------------------------------------------------------------------------
+    def gradient(self, target, sources, output_gradients=None,
+                 unconnected_gradients=UnconnectedGradients.NONE):
+        """Gradient of ``target`` with respect to ``sources``.
+
+        Args:
+            target: a floating Tensor or a list of them (their gradients are summed).
+            sources: a Tensor/Variable, or a list, tuple or dict (possibly nested) of them.
+            output_gradients: the cotangent(s) of ``target``, same structure and shapes
+                (default: ones, i.e. the gradient of the sum).
+            unconnected_gradients: ``UnconnectedGradients.NONE`` (or ``"none"``) gives ``None``
+                for sources not connected to the target; ``ZERO`` gives zeros.
+
+        Returns gradients in the structure of ``sources``, each with its source's shape and dtype.
+        Raises ``RuntimeError`` on a second call to a non-persistent tape, ``TypeError`` for a
+        non-floating target or a source that is not a Tensor.
+        """
+        self._check_usable("gradient")
+        if not self._persistent and self in _state.tapes:
+            self._pop()  # TensorFlow: a non-persistent tape stops recording once it is used
+        unconnected = UnconnectedGradients(unconnected_gradients)
+        targets = _flatten(target)
+        cots = _cotangents(targets, output_gradients)
+        flat_sources = _flatten(sources)
+        for s in flat_sources:
+            if not isinstance(s, Tensor):
+                raise TypeError(f"GradientTape.gradient: sources must be Tensors or Variables, "
+                                f"got {type(s).__name__}")
+        grads = self._backward(targets, cots, flat_sources, unconnected)
+        if not self._persistent:
+            self._release()
+        return _unflatten(sources, iter(grads))
+
+    def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE):
+        """Jacobian of ``target`` (shape ``T``) with respect to each source (shape ``S``).
+
+        Returns a Tensor of shape ``T + S`` per source, in the structure of ``sources``; built
+        row by row with one reverse pass per element of ``target``, using tapegrad ops, so an
+        outer tape can differentiate it again (Hessians). Same errors as :meth:`gradient`.
+        """
+        from . import ops
+
+        self._check_usable("jacobian")
+        if not self._persistent and self in _state.tapes:
+            self._pop()
+        unconnected = UnconnectedGradients(unconnected_gradients)
+        if not isinstance(target, Tensor):
+            raise TypeError("GradientTape.jacobian: target must be a single Tensor")
+        flat_sources = _flatten(sources)
+        n = target.size
+        xp = _backend.namespace(target._value)
+        rows = [[] for _ in flat_sources]
+        for k in range(n):
+            onehot = xp.reshape(xp.eye(1, n, k=k, dtype=target.dtype), target.shape)
+            gs = self._backward([target], [Tensor(onehot)], flat_sources, unconnected)
+            for r, g in zip(rows, gs):
+                r.append(g)
+        out = []
+        for s, r in zip(flat_sources, rows):
+            if all(g is None for g in r):
+                out.append(None if unconnected is UnconnectedGradients.NONE else
+                           ops.zeros(target.shape + s.shape, dtype=s.dtype))
+                continue
+            r = [ops.zeros_like(s) if g is None else g for g in r]
+            out.append(ops.reshape(ops.stack(r), target.shape + s.shape))
+        if not self._persistent:
+            self._release()
+        return _unflatten(sources, iter(out))
+
+    def _check_usable(self, what):
+        if self._used:
+            raise RuntimeError(
+                f"GradientTape.{what}: a non-persistent GradientTape can only be used to compute "
+                "one set of gradients (or Jacobians); create it with persistent=True to call "
+                f"{what} several times")
+
+    def _release(self):
+        self._used = True
+        self._ops = []
+        self._watched = set()
+
+    def _backward(self, targets, cotangents, sources, unconnected):
+        from . import ops
+
+        source_ids = [s._id for s in sources]
+        keep = set(source_ids)
+        reach = set(source_ids)
+        active = []
+        for op in list(self._ops):
+            if not reach.isdisjoint(op._in_ids):
+                active.append(op)
+                reach.update(op._out_ids)
+        grads = {}
+        for t, c in zip(targets, cotangents):
+            _accumulate(grads, t._id, c)
+        for op in reversed(active):
+            out_ids = op._out_ids
+            dys = [grads.get(i) for i in out_ids]
+            if all(d is None for d in dys):
+                continue
+            if len(dys) > 1:
+                dys = [ops.zeros_like(o) if d is None else d for d, o in zip(dys, op.outputs)]
+            for i in out_ids:
+                if i not in keep:
+                    grads.pop(i, None)
+            fn = op._grad_fn
+            if fn is None:
+                opdef = _registry._OPS.get(op._grad_type)
+                if opdef is not None and not opdef.differentiable:
+                    continue
+                fn = opdef.grad if opdef is not None else None
+                if fn is None:
+                    raise NotDifferentiableError(
+                        f"no gradient is registered for op type {op._grad_type!r}; register one "
+                        f"with @tg.RegisterGradient({op._grad_type!r}), declare it "
+                        f"non-differentiable with tg.no_gradient({op._grad_type!r}), or wrap the "
+                        "computation in tg.stop_gradient")
+            gs = _as_gradient_list(fn(op, *dys), op, fn)
+            for k, (x, g) in enumerate(zip(op.inputs, gs)):
+                iid = op._in_ids[k]
+                if g is None or iid is None or iid not in reach or not _is_float(x):
+                    continue
+                _accumulate(grads, iid, _check_gradient(op, k, x, g, fn))
+        result = []
+        for s in sources:
+            g = grads.get(s._id)
+            if g is None and unconnected is UnconnectedGradients.ZERO:
+                dtype = s.dtype if _is_float(s) else _backend.namespace(s._value).float64
+                g = ops.zeros(s.shape, dtype=dtype)
+            elif g is not None and not _is_float(s):
+                g = None
+            result.append(g)
+        return result
+
+
+def _accumulate(grads, key, g):
+    prev = grads.get(key)
+    if prev is None:
+        grads[key] = g
+    else:
+        from .ops import add
+
+        grads[key] = add(prev, g)
+
+
+def _cotangents(targets, output_gradients):
+    from . import ops
+
+    for t in targets:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"GradientTape.gradient: target must be a Tensor, got "
+                            f"{type(t).__name__}")
+        if not _is_float(t):
+            raise TypeError(
+                f"GradientTape.gradient: the target has dtype {t.dtype}; only floating targets "
+                "have gradients. Cast it with tg.astype(target, tg.float64) before the op that "
+                "made it integer, or differentiate a floating quantity")
+    if output_gradients is None:
+        return [ops.ones_like(t) for t in targets]
+    cots = _flatten(output_gradients)
+    if len(cots) != len(targets):
+        raise ValueError(f"GradientTape.gradient: {len(cots)} output_gradients for "
+                         f"{len(targets)} targets; give one per target")
+    out = []
+    for t, c in zip(targets, cots):
+        c = c if isinstance(c, Tensor) else Tensor(_backend.asarray(
+            c, dtype=t.dtype, xp=_backend.namespace(t._value)))
+        if c.shape != t.shape:
+            raise ValueError(f"GradientTape.gradient: output_gradients of shape {c.shape} for "
+                             f"a target of shape {t.shape}; they must match")
+        out.append(c)
+    return out
+
+
+def _flatten(x):
+    if isinstance(x, (list, tuple)):
+        return [y for item in x for y in _flatten(item)]
+    if isinstance(x, dict):
+        return [y for item in x.values() for y in _flatten(item)]
+    return [x]
+
+
+def _unflatten(structure, it):
+    if isinstance(structure, (list, tuple)):
+        return type(structure)(_unflatten(s, it) for s in structure)
+    if isinstance(structure, dict):
+        return {k: _unflatten(v, it) for k, v in structure.items()}
+    return next(it)
+
+
+def describe_fn(fn) -> str:
+    """``name (file:line)`` of a gradient function, for error messages."""
+    fn = inspect.unwrap(fn)
+    name = getattr(fn, "__qualname__", None) or repr(fn)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return name
+    return f"{name} ({code.co_filename}:{code.co_firstlineno})"
+
+
+def _as_gradient_list(result, op, fn):
+    n = len(op.inputs)
+    if isinstance(result, (list, tuple)):
+        gs = list(result)
+    else:
+        gs = [result]
+    if len(gs) != n:
+        raise GradientCountError(
+            f"the gradient function {describe_fn(fn)} of op type {op.type!r} returned "
+            f"{len(gs)} gradient(s) for {n} input(s); return exactly one per input, in input "
+            "order, with None for an input that has no gradient")
+    return gs
+
+
+def _input_label(op, k) -> str:
+    opdef = op._opdef
+    name = opdef.param_name(k) if opdef is not None else f"input {k}"
+    return f"input {k} ({name!r})"
+
+
+def _check_gradient(op, k, x, g, fn):
+    if not isinstance(g, Tensor):
+        if callable(g):
+            raise GradientTypeError(
+                f"the gradient function {describe_fn(fn)} of op type {op.type!r} returned a "
+                f"function for {_input_label(op, k)}, not a tensor. To give a custom second-order "
+                "gradient, return a tensor computed by a nested @tg.custom_gradient function "
+                "inside the gradient function (see the README); the plain second derivative "
+                "comes from an outer GradientTape")
+        if isinstance(g, (list, tuple, dict, str)) or g is None:
+            raise GradientTypeError(
+                f"the gradient function {describe_fn(fn)} of op type {op.type!r} returned a "
+                f"{type(g).__name__} for {_input_label(op, k)}; return a Tensor (or None)")
+        try:
+            _backend.namespace(g)
+        except TypeError:
+            raise GradientTypeError(
+                f"the gradient function {describe_fn(fn)} of op type {op.type!r} returned a "
+                f"{type(g).__name__} for {_input_label(op, k)}; return a Tensor (or None)"
+            ) from None
+        g = Tensor(_backend.asarray(g))
+    gv, xv = g._value, x._value
+    if gv.shape != xv.shape:
+        g = _unbroadcast(op, k, x, g, fn)
+    if gv.dtype != xv.dtype:
+        out_dtypes = [o._value.dtype for o in op.outputs]
+        if gv.dtype in out_dtypes and _backend.is_floating(xv.dtype):
+            from .ops import astype  # undo type promotion of the op, as broadcasting is undone
+
+            g = astype(g, xv.dtype)
+        else:
+            raise GradientShapeError(
+                f"the gradient function {describe_fn(fn)} of op type {op.type!r} returned a "
+                f"gradient of dtype {gv.dtype} for {_input_label(op, k)}, which has dtype "
+                f"{xv.dtype}; return a gradient with its input's dtype")
+    return g
+
+
+def _unbroadcast(op, k, x, g, fn):
+    from . import ops
+
+    xs, gs = tuple(x._value.shape), tuple(g._value.shape)
+    out_shapes = [tuple(o._value.shape) for o in op.outputs]
+    lead = len(gs) - len(xs)
+    ok = gs in out_shapes and lead >= 0 and all(
+        a == b or a == 1 for a, b in zip(xs, gs[lead:]))
+    if not ok:
+        raise GradientShapeError(
+            f"the gradient function {describe_fn(fn)} of op type {op.type!r} returned a "
+            f"gradient of shape {gs} for {_input_label(op, k)}, which has shape {xs}; expected "
+            f"shape {xs} (a gradient of the op's output shape is summed back only where the "
+            "input was broadcast). Return one gradient per input with that input's shape")
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, (a, b) in enumerate(zip(xs, gs[lead:])) if a == 1 and b != 1)
+    if axes:
+        g = ops.sum(g, axis=axes)
+    if g.shape != xs:
+        g = ops.reshape(g, xs)
+    return g

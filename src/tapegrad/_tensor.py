@@ -1,0 +1,226 @@
+"""``Tensor`` (an immutable wrapper of one backend array), ``Variable``, ``constant``.
+
+A Tensor holds its backend array in ``_value`` and a process-unique integer ``_id``; tapes
+trace tensors by that id, so a Tensor never points to the operation that made it and no
+reference cycle links tensors and tape records. Arithmetic operators are attached by
+``tapegrad.ops`` (the core knows no op).
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from . import _backend
+
+_ids = itertools.count(1)
+
+
+class Tensor:
+    """An immutable n-dimensional array that tapes can differentiate through.
+
+    Wraps one backend array (NumPy by default). Create one with :func:`constant` or
+    :func:`convert_to_tensor`; ops return Tensors. ``shape`` is a tuple of ints, ``dtype`` the
+    backend dtype. Operators ``+ - * / // % ** @``, unary ``-``, ``abs``, comparisons (boolean
+    results, never differentiable) and ``[]`` indexing are tapegrad ops.
+    """
+
+    __slots__ = ("_value", "_id", "__weakref__")
+    __array_ufunc__ = None  # make NumPy defer to our reflected operators: ndarray * Tensor -> Tensor
+    __hash__ = None  # == is elementwise, as in TensorFlow 2 and NumPy
+
+    def __init__(self, value):
+        self._value = value
+        self._id = next(_ids)
+
+    # --- array facts -------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        """The shape, a tuple of ints."""
+        return tuple(self._value.shape)
+
+    @property
+    def dtype(self):
+        """The backend dtype (``numpy.dtype`` on NumPy)."""
+        return self._value.dtype
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return self._value.ndim
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return int(self._value.size)
+
+    @property
+    def device(self):
+        """The device of the backend array (``"cpu"`` on NumPy)."""
+        return getattr(self._value, "device", "cpu")
+
+    def numpy(self) -> np.ndarray:
+        """The value as a NumPy array (copied from the device for non-NumPy backends)."""
+        v = self._value
+        if isinstance(v, (np.ndarray, np.generic)):
+            return np.asarray(v)
+        try:
+            return np.asarray(v)
+        except TypeError:  # CuPy refuses implicit conversion
+            return v.get()
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        if dtype is not None:
+            a = a.astype(dtype, copy=False)
+        return np.array(a, copy=True) if copy else a
+
+    def __array_namespace__(self, api_version=None):
+        import tapegrad
+
+        return tapegrad
+
+    # --- Python protocol ---------------------------------------------------------------------
+    def __repr__(self):
+        return f"<tg.Tensor: shape={self.shape}, dtype={self.dtype}, numpy={_short(self)}>"
+
+    def __str__(self):
+        return str(self.numpy())
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __bool__(self):
+        return bool(self._value)
+
+    def __float__(self):
+        return float(self._value)
+
+    def __int__(self):
+        return int(self._value)
+
+    def __index__(self):
+        return int(self._value.__index__())
+
+    def __complex__(self):
+        return complex(self._value)
+
+    def __format__(self, spec):
+        if self.ndim == 0:
+            return format(self.numpy().item(), spec)
+        return format(str(self), spec)
+
+
+def _short(t) -> str:
+    return np.array2string(t.numpy(), threshold=20, edgeitems=3, separator=", ").replace("\n", "")
+
+
+class Variable(Tensor):
+    """A mutable tensor: model parameters and optimizer state.
+
+    Args:
+        initial_value: array-like, copied.
+        trainable: tapes watch a trainable Variable automatically when an op reads it.
+        name: a label shown in ``repr`` and in optimizer warnings.
+        dtype: backend dtype; defaults to the value's (Python floats: the backend's default float).
+
+    A Variable works wherever a Tensor does; its value changes only through ``assign``,
+    ``assign_add`` and ``assign_sub``, which rebind (never mutate in place) the array, so a
+    tape that recorded an older value still differentiates at that value.
+    """
+
+    __slots__ = ("trainable", "name")
+
+    def __init__(self, initial_value, trainable: bool = True, name: str | None = None, dtype=None):
+        value = initial_value._value if isinstance(initial_value, Tensor) else initial_value
+        xp = _backend.namespace(value)
+        value = xp.asarray(value, dtype=dtype, copy=True)
+        super().__init__(value)
+        self.trainable = bool(trainable)
+        self.name = name if name is not None else f"Variable:{self._id}"
+
+    def assign(self, value):
+        """Set the value; ``value`` must have this Variable's shape. Returns the Variable.
+
+        The value is copied and cast to the Variable's dtype. Raises ``ValueError`` on a shape
+        mismatch.
+        """
+        v = value._value if isinstance(value, Tensor) else value
+        xp = _backend.namespace(self._value)
+        return self._set(xp.asarray(v, dtype=self._value.dtype, copy=True))
+
+    def assign_add(self, delta):
+        """``self = self + delta`` (``delta`` broadcastable to the shape); returns the Variable."""
+        d = delta._value if isinstance(delta, Tensor) else delta
+        return self._set(self._value + d)
+
+    def assign_sub(self, delta):
+        """``self = self - delta`` (``delta`` broadcastable to the shape); returns the Variable."""
+        d = delta._value if isinstance(delta, Tensor) else delta
+        return self._set(self._value - d)
+
+    def _set(self, v):
+        old = self._value
+        if tuple(v.shape) != tuple(old.shape):
+            raise ValueError(
+                f"cannot assign a value of shape {tuple(v.shape)} to Variable {self.name!r} of "
+                f"shape {self.shape}; reshape the value first"
+            )
+        if v.dtype != old.dtype:
+            v = _backend.namespace(old).astype(v, old.dtype)
+        self._value = v
+        return self
+
+    def read_value(self) -> Tensor:
+        """A Tensor holding the current value (a snapshot; later assigns do not change it).
+
+        Like reading the Variable in an op, this is recorded by active tapes, so gradients
+        flow from the snapshot back to the Variable.
+        """
+        from .ops.elementwise import positive
+
+        return positive(self)
+
+    def _snapshot(self) -> Tensor:
+        t = Tensor.__new__(Tensor)
+        t._value = self._value
+        t._id = self._id
+        return t
+
+    def __repr__(self):
+        return (f"<tg.Variable '{self.name}' shape={self.shape} dtype={self.dtype}, "
+                f"numpy={_short(self)}>")
+
+
+def constant(value, dtype=None) -> Tensor:
+    """Create a Tensor from ``value`` (scalar, nested list, backend array or Tensor).
+
+    ``dtype``: backend dtype; by default Python floats give the backend's default float
+    (float64 on NumPy) and Python ints its default integer. The value is copied from lists;
+    backend arrays are wrapped without a copy (Tensors are never mutated).
+    """
+    if isinstance(value, Tensor):
+        value = value._value
+    return Tensor(_backend.asarray(value, dtype=dtype))
+
+
+def convert_to_tensor(value, dtype=None) -> Tensor:
+    """Return ``value`` unchanged if it is a Tensor (or Variable) of ``dtype``, else :func:`constant`.
+
+    Raises ``TypeError`` if ``value`` is a Tensor of a different dtype (cast with ``astype``).
+    """
+    if isinstance(value, Tensor):
+        if dtype is not None and value.dtype != dtype:
+            raise TypeError(
+                f"convert_to_tensor: the tensor has dtype {value.dtype}, not the requested {dtype}; "
+                "use tg.astype(x, dtype) to cast"
+            )
+        return value
+    return constant(value, dtype)

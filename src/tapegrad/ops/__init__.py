@@ -1,0 +1,17 @@
+"""Built-in primitives, one module per op family; attaches Tensor's operators."""
+from __future__ import annotations
+
+from .._tensor import Tensor
+from . import creation, elementwise, indexing, linalg, manipulation, reductions
+from .creation import *  # noqa: F403
+from .elementwise import *  # noqa: F403
+from .indexing import *  # noqa: F403
+from .linalg import *  # noqa: F403
+from .manipulation import *  # noqa: F403
+from .reductions import *  # noqa: F403
+from ._operators import attach as _attach
+
+__all__ = [*creation.__all__, *elementwise.__all__, *indexing.__all__, *linalg.__all__,
+           *manipulation.__all__, *reductions.__all__]
+
+_attach(Tensor)

@@ -1,0 +1,284 @@
+"""Elementwise ops (Array API names), generated from one table: forward and gradient side by side.
+
+Each row of ``_UNARY`` / ``_BINARY`` gives the public name, the op type, the gradient formula
+(written with tapegrad ops, so it is itself differentiable) and the sample domain. Formulas are
+the textbook derivatives (Abramowitz & Stegun ch. 4); where one is less obvious its derivation
+is given on the row. Broadcasting and type promotion of the inputs are undone centrally by the
+tape, so binary formulas return output-shaped gradients.
+"""
+from __future__ import annotations
+
+import math
+
+from .._backend import namespace as _ns
+from .._registry import Arg, RegisterGradient, Sample, no_gradient, primitive
+
+_UNARY_SHAPES = [(3, 4), (), (0, 3), (1,)]
+_BINARY_SHAPES = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 3), (4, 1)), ((), (3,)),
+                  ((0, 2), (2,)), ((1,), (1, 1))]
+
+
+def _unary_samples(domain):
+    return [Sample(s, domain=domain) for s in _UNARY_SHAPES]
+
+
+def _binary_samples(d1, d2):
+    return [Sample(Arg(a, d1), Arg(b, d2)) for a, b in _BINARY_SHAPES] + [
+        Sample(Arg((3,), d1), 1.5)]
+
+
+def _unary_forward(name):
+    def forward(x):
+        return getattr(_ns(x), name)(x)
+
+    forward.__name__ = name
+    return forward
+
+
+def _binary_forward(name):
+    def forward(x1, x2):
+        return getattr(_ns(x1, x2), name)(x1, x2)
+
+    forward.__name__ = name
+    return forward
+
+
+def _zero(x, y, dy):
+    return zeros_like(x)
+
+
+_R = (-2.0, 2.0)
+_POS = (0.2, 2.0)
+_UNIT = (-0.9, 0.9)
+
+# name, op type, d/dx as f(x, y, dy) with y the output, sample domain
+_UNARY = [
+    ("negative", "Neg", lambda x, y, dy: negative(dy), _R),
+    ("positive", "Positive", lambda x, y, dy: dy, _R),
+    ("square", "Square", lambda x, y, dy: dy * (2.0 * x), _R),
+    ("sqrt", "Sqrt", lambda x, y, dy: dy / (2.0 * y), _POS),
+    ("exp", "Exp", lambda x, y, dy: dy * y, _R),
+    ("expm1", "Expm1", lambda x, y, dy: dy * (y + 1.0), _R),
+    ("log", "Log", lambda x, y, dy: dy / x, _POS),
+    ("log1p", "Log1p", lambda x, y, dy: dy / (x + 1.0), (-0.5, 2.0)),
+    ("log2", "Log2", lambda x, y, dy: dy / (x * math.log(2.0)), _POS),
+    ("log10", "Log10", lambda x, y, dy: dy / (x * math.log(10.0)), _POS),
+    ("sin", "Sin", lambda x, y, dy: dy * cos(x), _R),
+    ("cos", "Cos", lambda x, y, dy: negative(dy * sin(x)), _R),
+    ("tan", "Tan", lambda x, y, dy: dy * (y * y + 1.0), (-1.2, 1.2)),  # tan' = 1 + tan^2
+    ("sinh", "Sinh", lambda x, y, dy: dy * cosh(x), _R),
+    ("cosh", "Cosh", lambda x, y, dy: dy * sinh(x), _R),
+    ("tanh", "Tanh", lambda x, y, dy: dy * (1.0 - y * y), _R),  # tanh' = 1 - tanh^2
+    ("asin", "Asin", lambda x, y, dy: dy / sqrt(1.0 - x * x), _UNIT),
+    ("acos", "Acos", lambda x, y, dy: negative(dy / sqrt(1.0 - x * x)), _UNIT),
+    ("atan", "Atan", lambda x, y, dy: dy / (x * x + 1.0), _R),
+    ("asinh", "Asinh", lambda x, y, dy: dy / sqrt(x * x + 1.0), _R),
+    ("acosh", "Acosh", lambda x, y, dy: dy / sqrt(x * x - 1.0), (1.2, 3.0)),
+    ("atanh", "Atanh", lambda x, y, dy: dy / (1.0 - x * x), _UNIT),
+    ("abs", "Abs", lambda x, y, dy: dy * sign(x), _R),  # subgradient 0 at x = 0
+    ("reciprocal", "Reciprocal", lambda x, y, dy: negative(dy * y * y), _POS),
+    ("sign", "Sign", _zero, _R),
+    ("floor", "Floor", _zero, _R),
+    ("ceil", "Ceil", _zero, _R),
+    ("round", "Round", _zero, _R),
+    ("trunc", "Trunc", _zero, _R),
+]
+
+
+def _pow_grads(x1, x2, y, dy):
+    # d(a^b)/da = b a^(b-1); d(a^b)/db = a^b log a, taken as 0 where a <= 0 (as TensorFlow does)
+    d1 = dy * x2 * pow(x1, x2 - 1.0)
+    d2 = None
+    if hasattr(x2, "_id"):
+        safe = where(x1 > 0.0, x1, ones_like(x1))
+        d2 = where(x1 > 0.0, dy * y * log(safe), zeros_like(dy))
+    return d1, d2
+
+
+def _atan2_grads(x1, x2, y, dy):
+    # atan2(a, b) = atan(a / b): d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2)
+    r = x1 * x1 + x2 * x2
+    return dy * x2 / r, negative(dy * x1 / r)
+
+
+def _maximum_grads(x1, x2, y, dy):
+    # ties go to the first argument, as in TensorFlow's Maximum gradient
+    mask = x1 >= x2
+    return where(mask, dy, zeros_like(dy)), where(mask, zeros_like(dy), dy)
+
+
+def _minimum_grads(x1, x2, y, dy):
+    mask = x1 <= x2
+    return where(mask, dy, zeros_like(dy)), where(mask, zeros_like(dy), dy)
+
+
+# name, op type, (d/dx1, d/dx2) as f(x1, x2, y, dy), sample domains of x1 and x2
+_BINARY = [
+    ("add", "Add", lambda a, b, y, dy: (dy, dy), _R, _R),
+    ("subtract", "Sub", lambda a, b, y, dy: (dy, negative(dy)), _R, _R),
+    ("multiply", "Mul", lambda a, b, y, dy: (dy * b, dy * a), _R, _R),
+    ("divide", "RealDiv", lambda a, b, y, dy: (dy / b, negative(dy * y / b)), _R, _POS),
+    ("pow", "Pow", _pow_grads, _POS, _R),
+    ("atan2", "Atan2", _atan2_grads, _R, _POS),
+    ("maximum", "Maximum", _maximum_grads, _R, _R),
+    ("minimum", "Minimum", _minimum_grads, _R, _R),
+    # hypot(a, b) = sqrt(a^2 + b^2): d/da = a / hypot
+    ("hypot", "Hypot", lambda a, b, y, dy: (dy * a / y, dy * b / y), _R, _R),
+    # logaddexp(a, b) = log(e^a + e^b): d/da = e^(a - y)
+    ("logaddexp", "LogAddExp", lambda a, b, y, dy: (dy * exp(a - y), dy * exp(b - y)), _R, _R),
+    # a mod b = a - b floor(a / b): d/da = 1, d/db = -floor(a / b)
+    ("remainder", "FloorMod",
+     lambda a, b, y, dy: (dy, negative(dy * floor_divide(a, b))), _R, _POS),
+    ("floor_divide", "FloorDiv", lambda a, b, y, dy: (zeros_like(dy), zeros_like(dy)), _R, _POS),
+    ("copysign", "CopySign",  # copysign(a, b) = |a| sign(b): d/da = sign(a) sign(b), d/db = 0
+     lambda a, b, y, dy: (dy * sign(a) * sign(y), zeros_like(dy)), _R, _R),
+]
+
+_NONDIFF_UNARY = ["logical_not", "isnan", "isinf", "isfinite", "signbit", "bitwise_invert"]
+_NONDIFF_BINARY = ["equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+                   "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
+                   "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift"]
+
+
+def _camel(name):
+    return "".join(p.capitalize() for p in name.split("_"))
+
+
+def _define_unary(name, op_type, formula, domain):
+    op = primitive(op_type, samples=_unary_samples(domain))(_unary_forward(name))
+    op.__doc__ = f"Elementwise ``{name}(x)``; Array API semantics. x: any shape, float dtype."
+
+    @RegisterGradient(op_type)
+    def grad(o, dy):
+        return formula(o.inputs[0], o.outputs[0], dy)
+
+    return op
+
+
+def _define_binary(name, op_type, formula, d1, d2):
+    op = primitive(op_type, samples=_binary_samples(d1, d2))(_binary_forward(name))
+    op.__doc__ = (f"Elementwise ``{name}(x1, x2)`` with broadcasting and Array API type "
+                  "promotion; either input may be a Python scalar.")
+
+    @RegisterGradient(op_type)
+    def grad(o, dy):
+        return formula(o.inputs[0], o.inputs[1], o.outputs[0], dy)
+
+    return op
+
+
+def _define_nondiff(name, forward):
+    op = primitive(_camel(name))(forward(name))
+    op.__doc__ = f"Elementwise ``{name}``; boolean or integer result, never differentiable."
+    no_gradient(_camel(name))
+    return op
+
+
+_g = globals()
+for _row in _UNARY:
+    _g[_row[0]] = _define_unary(*_row)
+for _row in _BINARY:
+    _g[_row[0]] = _define_binary(*_row)
+for _name in _NONDIFF_UNARY:
+    _g[_name] = _define_nondiff(_name, _unary_forward)
+for _name in _NONDIFF_BINARY:
+    _g[_name] = _define_nondiff(_name, _binary_forward)
+
+
+@primitive("Identity", samples=_unary_samples(_R))
+def identity(x):
+    """Return ``x`` unchanged (a new Tensor); its gradient passes the cotangent unchanged."""
+    return x
+
+
+@RegisterGradient("Identity")
+def _identity_grad(op, dy):
+    return dy
+
+
+@primitive("StopGradient")
+def stop_gradient(x):
+    """Return ``x`` as a value that no tape differentiates through (gradient ``None``)."""
+    return x
+
+
+no_gradient("StopGradient")
+
+
+@primitive("Where", samples=[
+    Sample(_ns(0).asarray([[True, False, True]]), (2, 3), (3,)),
+    Sample(_ns(0).asarray(True), (), (2,)),
+])
+def where(condition, x1, x2):
+    """``x1`` where ``condition`` else ``x2``, broadcasting all three (Array API ``where``).
+
+    condition: boolean array. Gradient: the cotangent routed to the chosen branch.
+    """
+    return _ns(x1, x2, condition).where(condition, x1, x2)
+
+
+@RegisterGradient("Where")
+def _where_grad(op, dy):
+    c = op.inputs[0]
+    z = zeros_like(dy)
+    return None, where(c, dy, z), where(c, z, dy)
+
+
+@primitive("Clip", samples=[Sample((3, 4), -0.5, 0.7), Sample((3, 4), Arg((4,), (-2, -0.5)),
+                                                              Arg((3, 1), (0.5, 2)))])
+def _clip(x, lo, hi):
+    return _ns(x).clip(x, lo, hi)
+
+
+@RegisterGradient("Clip")
+def _clip_grad(op, dy):
+    # dy flows to x inside [lo, hi], to lo where x < lo, to hi where x > hi
+    x, lo, hi = op.inputs
+    z = zeros_like(dy)
+    dlo = dhi = None
+    inside = dy
+    if lo is not None:
+        below = x < lo
+        inside = where(below, z, inside)
+        dlo = where(below, dy, z)
+    if hi is not None:
+        above = x > hi
+        inside = where(above, z, inside)
+        dhi = where(above, dy, z)
+    return inside, dlo, dhi
+
+
+def clip(x, /, min=None, max=None):  # noqa: A002 - Array API names
+    """Clamp ``x`` to ``[min, max]`` (each a scalar, a broadcastable tensor, or None).
+
+    Gradient: dy where min <= x <= max, else routed to the bound that was hit.
+    """
+    return _clip(x, min, max)
+
+
+@primitive("Cast")
+def _cast(x, *, dtype):
+    return _ns(x).astype(x, dtype)
+
+
+@RegisterGradient("Cast")
+def _cast_grad(op, dy):
+    x = op.inputs[0]
+    return astype(dy, x.dtype) if _is_floating_dtype(x.dtype) else None
+
+
+def _is_floating_dtype(dtype):
+    from .._backend import is_floating
+
+    return is_floating(dtype)
+
+
+def astype(x, dtype, /, *, copy=True, device=None):
+    """Cast ``x`` to ``dtype``. Gradient: the cotangent cast back (none for integer ``x``)."""
+    return _cast(x, dtype=dtype)
+
+
+from .creation import ones_like, zeros_like  # noqa: E402  (creation imports nothing from here)
+
+__all__ = [r[0] for r in _UNARY] + [r[0] for r in _BINARY] + _NONDIFF_UNARY + _NONDIFF_BINARY + [
+    "identity", "stop_gradient", "where", "clip", "astype"]
