@@ -414,10 +414,17 @@ def _as_gradient_list(result, op, fn):
     else:
         gs = [result]
     if len(gs) != n:
+        hint = ""
+        if any(callable(g) and not isinstance(g, Tensor) for g in gs):
+            hint = (". One of them is a function: a gradient function cannot return a "
+                    "second-order gradient function. For a custom second-order gradient, return "
+                    "a tensor computed by a nested @tg.custom_gradient function inside the "
+                    "gradient function; the plain second derivative comes from an outer "
+                    "GradientTape")
         raise GradientCountError(
             f"the gradient function {describe_fn(fn)} of op type {op.type!r} returned "
             f"{len(gs)} gradient(s) for {n} input(s); return exactly one per input, in input "
-            "order, with None for an input that has no gradient")
+            f"order, with None for an input that has no gradient{hint}")
     return gs
 
 

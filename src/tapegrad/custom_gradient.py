@@ -1,4 +1,220 @@
-"""placeholder"""
+"""``custom_gradient``, ``py_function`` and ``numpy_function``.
+
+``custom_gradient`` follows TensorFlow 2: the decorated function returns ``(y, grad_fn)``; the
+forward runs unrecorded, and one op is recorded whose inputs are the positional arguments (and
+the Variables the forward read) and whose outputs are ``y``; its gradient is ``grad_fn``.
+Because ``y`` itself is the recorded output, a ``grad_fn`` written with tapegrad ops on the inputs
+and on ``y`` is differentiable again by an outer tape. Intermediates of the forward other than
+``y`` are constants to outer tapes: a ``grad_fn`` that closes over them gets no second-order
+contribution through them (use the inputs and outputs, or a nested ``custom_gradient``).
+"""
 from __future__ import annotations
 
-__all__: list[str] = []
+import functools
+import inspect
+
+import numpy as np
+
+from . import _backend, _tape
+from ._registry import no_gradient, primitive
+from ._tensor import Tensor, Variable
+from .errors import GradientCountError, VariablesError
+
+
+class _VariableWatcher:
+    """A tape stand-in that records no op but notes the trainable Variables ops read."""
+
+    _watch_vars = True
+    _watched = frozenset()
+
+    def __init__(self):
+        self.variables = {}
+
+    def _note_variable(self, v):
+        self.variables.setdefault(v._id, v)
+
+
+class _CustomDef:
+    """What a gradient error message needs to know about a ``custom_gradient`` call."""
+
+    __slots__ = ("type", "params", "n_args", "variables")
+
+    def __init__(self, op_type, params, n_args, variables):
+        self.type, self.params, self.n_args, self.variables = op_type, params, n_args, variables
+
+    def param_name(self, i):
+        if i >= self.n_args:
+            return f"variables[{i - self.n_args}] ({self.variables[i - self.n_args].name})"
+        if i < len(self.params):
+            return self.params[i]
+        return f"args[{i}]"
+
+
+def _positional_params(f):
+    try:
+        return tuple(p.name for p in inspect.signature(f).parameters.values()
+                     if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+    except (TypeError, ValueError):
+        return ()
+
+
+def _accepts_variables(fn):
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(p.name == "variables" or p.kind is p.VAR_KEYWORD for p in params)
+
+
+def custom_gradient(f=None):
+    """Decorator: give a function its own gradient (TensorFlow 2 ``tf.custom_gradient``).
+
+    ``f(*args, **kwargs)`` returns ``(y, grad_fn)``: ``y`` a Tensor or a tuple/list of Tensors,
+    ``grad_fn(*dys)`` one gradient per positional argument of ``f`` (``None`` allowed; a single
+    Tensor when ``f`` has one argument), each with its argument's shape and dtype. The cotangents
+    ``dys`` have the shapes of ``y``. If the forward reads trainable Variables that are not
+    arguments, ``grad_fn`` must accept ``variables=`` and return
+    ``(input_grads, variable_grads)``.
+
+    The forward's own ops are not recorded. Higher order: ``grad_fn``'s ops are recorded by
+    outer tapes; for a custom *second-order* gradient return a tensor computed by a nested
+    ``custom_gradient`` function from ``grad_fn``.
+
+    Errors: ``TypeError`` if ``f`` does not return ``(y, grad_fn)``; ``VariablesError`` if it
+    reads Variables and ``grad_fn`` lacks ``variables=``; at gradient time
+    ``GradientCountError``, ``GradientShapeError`` and ``GradientTypeError`` name ``grad_fn``,
+    its source line and the argument.
+    """
+    if f is None:
+        return custom_gradient
+    op_type = f"CustomGradient:{getattr(f, '__name__', 'f')}"
+    params = _positional_params(f)
+
+    @functools.wraps(f)
+    def decorated(*args, **kwargs):
+        state = _tape._state
+        saved = state.tapes
+        watcher = _VariableWatcher()
+        state.tapes = [watcher]
+        try:
+            result = f(*args, **kwargs)
+        finally:
+            state.tapes = saved
+        if not (isinstance(result, tuple) and len(result) == 2 and callable(result[1])):
+            raise TypeError(
+                f"custom_gradient: {f.__qualname__} must return a pair (y, grad_fn) with grad_fn "
+                f"a function of the output cotangents; it returned {type(result).__name__}")
+        y, grad_fn = result
+        arg_ids = {a._id for a in args if isinstance(a, Tensor)}
+        variables = [v for i, v in watcher.variables.items() if i not in arg_ids]
+        if variables and not _accepts_variables(grad_fn):
+            names = ", ".join(repr(v.name) for v in variables)
+            raise VariablesError(
+                f"custom_gradient: {f.__qualname__} reads the Variable(s) {names}, so its "
+                f"gradient function {grad_fn.__qualname__} must accept a keyword argument "
+                "`variables` and return (input_gradients, variable_gradients); pass the "
+                "Variables as arguments instead, or mark them trainable=False")
+        outs, rebuild = _outputs(y, args)
+        if saved:
+            grad = _grad_adapter(grad_fn, variables, len(args))
+            info = _CustomDef(op_type, params, len(args), variables)
+            _tape.record_outputs(info, (*args, *variables), {}, outs, grad, op_type)
+        return rebuild(outs)
+
+    return decorated
+
+
+def _outputs(y, args):
+    """Flatten ``y`` to fresh-or-own output Tensors, and a function rebuilding its structure."""
+    arg_ids = {a._id for a in args if isinstance(a, Tensor)}
+
+    def own(t):
+        if isinstance(t, Tensor) and type(t) is not Variable and t._id not in arg_ids:
+            return t
+        v = t._value if isinstance(t, Tensor) else _backend.asarray(t)
+        return Tensor(v)
+
+    if isinstance(y, (tuple, list)):
+        outs = tuple(own(t) for t in y)
+        return outs, lambda o: type(y)(o)
+    return (own(y),), lambda o: o[0]
+
+
+def _grad_adapter(grad_fn, variables, n_args):
+    if not variables:
+        def grad(op, *dys):
+            return grad_fn(*dys)
+    else:
+        def grad(op, *dys):
+            res = grad_fn(*dys, variables=variables)
+            if not (isinstance(res, (tuple, list)) and len(res) == 2):
+                raise GradientCountError(
+                    f"the gradient function {_tape.describe_fn(grad_fn)} is called with "
+                    "variables=, so it must return a pair (input_gradients, variable_gradients)")
+            gin, gvar = res
+            gin = list(gin) if isinstance(gin, (tuple, list)) else [gin]
+            gvar = list(gvar) if isinstance(gvar, (tuple, list)) else [gvar]
+            if len(gvar) != len(variables):
+                raise GradientCountError(
+                    f"the gradient function {_tape.describe_fn(grad_fn)} returned "
+                    f"{len(gvar)} variable gradient(s) for {len(variables)} Variable(s) "
+                    f"({', '.join(v.name for v in variables)}); return one per Variable")
+            return [*gin, *gvar]
+    grad.__wrapped__ = grad_fn
+    return grad
+
+
+def _cast_outputs(out, Tout, where):  # noqa: N803 - TensorFlow's name
+    from .ops import astype
+
+    if isinstance(Tout, (list, tuple)):
+        outs = out if isinstance(out, (list, tuple)) else (out,)
+        if len(outs) != len(Tout):
+            raise ValueError(f"{where}: func returned {len(outs)} value(s) but Tout lists "
+                             f"{len(Tout)} dtype(s)")
+        return [_cast_outputs(o, t, where) for o, t in zip(outs, Tout)]
+    t = out if isinstance(out, Tensor) else Tensor(_backend.asarray(out))
+    return t if Tout is None or t.dtype == Tout else astype(t, Tout)
+
+
+def py_function(func, inp, Tout, name=None):  # noqa: N803 - TensorFlow's name
+    """Run ``func(*inp)`` eagerly on Tensors; gradients flow through the tapegrad ops it uses.
+
+    ``inp``: list of Tensors (other values are converted); ``Tout``: a dtype or a list of
+    dtypes, one per result (results are cast to them). Returns a Tensor or a list of Tensors.
+    Raises ``ValueError`` if the number of results does not match ``Tout``.
+    """
+    from ._tensor import convert_to_tensor
+
+    args = [a if isinstance(a, Tensor) else convert_to_tensor(a) for a in inp]
+    return _cast_outputs(func(*args), Tout, "py_function")
+
+
+@primitive("NumpyFunction")
+def _numpy_function(*arrays, func, Tout):  # noqa: N803
+    np_args = [np.asarray(a) for a in arrays]
+    out = func(*np_args)
+    if isinstance(Tout, (list, tuple)):
+        outs = out if isinstance(out, (list, tuple)) else (out,)
+        if len(outs) != len(Tout):
+            raise ValueError(f"numpy_function: func returned {len(outs)} value(s) but Tout "
+                             f"lists {len(Tout)} dtype(s)")
+        return tuple(np.asarray(o, dtype=t) for o, t in zip(outs, Tout))
+    return np.asarray(out, dtype=Tout)
+
+
+no_gradient("NumpyFunction")
+
+
+def numpy_function(func, inp, Tout, stateful=True, name=None):  # noqa: N803
+    """Run ``func`` on NumPy arrays (the values of ``inp``) and wrap its results as Tensors.
+
+    ``Tout``: a dtype or a list of dtypes (results are converted to them). The op (type
+    ``"NumpyFunction"``) has no gradient: wrap the call in :func:`custom_gradient`, or give it
+    one for a block with ``gradient_override_map({"NumpyFunction": "YourGradOp"})``.
+    """
+    out = _numpy_function(*inp, func=func, Tout=Tout)
+    return list(out) if isinstance(out, tuple) else out
+
+
+__all__ = ["custom_gradient", "py_function", "numpy_function"]
