@@ -293,7 +293,7 @@ class GradientTape:
 
         source_ids = [s._id for s in sources]
         keep = set(source_ids)
-        reach = set(source_ids)
+        reach = keep & self._watched  # an unwatched source has no gradient, even if an op read it
         active = []
         for op in list(self._ops):
             if not reach.isdisjoint(op._in_ids):

@@ -1,0 +1,299 @@
+"""custom_gradient, py_function and numpy_function."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad.errors import (GradientCountError, GradientShapeError, GradientTypeError,
+                             VariablesError)
+
+
+@tg.custom_gradient
+def custom_square(x):
+    def grad(dy):
+        return 2.0 * x * dy
+
+    return tg.square(x), grad
+
+
+@tg.custom_gradient
+def log1pexp(x):
+    # TensorFlow's documented example: a numerically stable gradient for log(1 + e^x)
+    e = tg.exp(x)
+
+    def grad(dy):
+        return dy * (1.0 - 1.0 / (1.0 + e))
+
+    return tg.log(1.0 + e), grad
+
+
+def test_custom_gradient_value_and_gradient():
+    x = tg.Variable([2.0, -3.0])
+    with tg.GradientTape() as tape:
+        y = custom_square(x)
+    np.testing.assert_allclose(y.numpy(), [4.0, 9.0])
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), [4.0, -6.0])
+
+
+def test_custom_gradient_is_used_instead_of_the_forward_ops():
+    x = tg.Variable(100.0)
+    with tg.GradientTape() as tape:
+        y = log1pexp(x)
+    assert float(tape.gradient(y, x)) == 1.0  # the naive gradient would be inf / inf = nan
+
+
+def test_forward_internal_ops_are_not_recorded():
+    x = tg.Variable(1.0)
+    with tg.GradientTape() as tape:
+        log1pexp(x)
+    assert [op.type for op in tape._ops] == ["CustomGradient:log1pexp"]
+
+
+def test_no_tape_means_no_recording_and_plain_value():
+    assert float(custom_square(tg.constant(3.0))) == 9.0
+
+
+def test_multiple_outputs_and_none_gradient():
+    @tg.custom_gradient
+    def split(x, scale):
+        def grad(da, db):
+            return da * 2.0 + db * 3.0, None
+
+        return (x * 2.0, x * 3.0), grad
+
+    x = tg.Variable(1.0)
+    s = tg.Variable(5.0)
+    with tg.GradientTape() as tape:
+        a, b = split(x, s)
+        y = a * 10.0 + b
+    gx, gs = tape.gradient(y, [x, s])
+    assert float(gx) == 23.0 and gs is None
+
+
+def test_second_derivative_flows_through_grad_fn_ops():
+    @tg.custom_gradient
+    def cube(x):
+        y = x * x * x
+
+        def grad(dy):
+            return dy * 3.0 * x * x
+
+        return y, grad
+
+    x = tg.Variable(2.0)
+    with tg.GradientTape() as outer:
+        with tg.GradientTape() as inner:
+            y = cube(x)
+        g = inner.gradient(y, x)
+    assert float(g) == 12.0
+    assert float(outer.gradient(g, x)) == 12.0  # 6 x
+
+
+def test_second_derivative_through_outputs_used_in_grad_fn():
+    @tg.custom_gradient
+    def my_exp(x):
+        y = tg.exp(x)
+
+        def grad(dy):
+            return dy * y  # uses the output: differentiable through the recorded op
+
+        return y, grad
+
+    x = tg.Variable(0.5)
+    with tg.GradientTape() as outer:
+        with tg.GradientTape() as inner:
+            y = my_exp(x)
+        g = inner.gradient(y, x)
+    assert float(outer.gradient(g, x)) == pytest.approx(np.exp(0.5))
+
+
+def test_custom_second_order_gradient_with_nested_pattern():
+    @tg.custom_gradient
+    def f(x):
+        def first(dy):
+            @tg.custom_gradient
+            def df(x_):
+                def second(ddy):
+                    return ddy * 100.0  # a custom (deliberately unusual) second derivative
+
+                return 2.0 * x_, second
+
+            return dy * df(x)
+
+        return x * x, first
+
+    x = tg.Variable(3.0)
+    with tg.GradientTape() as outer:
+        with tg.GradientTape() as inner:
+            y = f(x)
+        g = inner.gradient(y, x)
+    assert float(g) == 6.0
+    assert float(outer.gradient(g, x)) == 100.0
+
+
+def test_variables_keyword():
+    w = tg.Variable(3.0, name="w")
+
+    @tg.custom_gradient
+    def scale(x):
+        def grad(dy, variables):
+            assert [v.name for v in variables] == ["w"]
+            return dy * w, [dy * x * 10.0]  # deliberately 10x for the variable, to see it used
+
+        return x * w, grad
+
+    x = tg.Variable(2.0)
+    with tg.GradientTape() as tape:
+        y = scale(x)
+    gx, gw = tape.gradient(y, [x, w])
+    assert (float(gx), float(gw)) == (3.0, 20.0)
+
+
+def test_reading_variables_without_variables_keyword_is_an_error():
+    w = tg.Variable(3.0, name="weights")
+
+    @tg.custom_gradient
+    def scale(x):
+        def grad(dy):
+            return dy * w
+
+        return x * w, grad
+
+    with pytest.raises(VariablesError, match="reads the Variable\\(s\\) 'weights'.*`variables`"):
+        scale(tg.constant(1.0))
+
+
+def test_wrong_number_of_gradients():
+    @tg.custom_gradient
+    def f(x, y):
+        def grad(dy):
+            return dy
+
+        return x * y, grad
+
+    a, b = tg.Variable(1.0), tg.Variable(2.0)
+    with tg.GradientTape() as tape:
+        z = f(a, b)
+    with pytest.raises(GradientCountError, match="returned 1 gradient\\(s\\) for 2 input"):
+        tape.gradient(z, [a, b])
+
+
+def test_wrong_shape_names_function_line_input_and_shapes():
+    @tg.custom_gradient
+    def bad(x, y):
+        def bad_grad(dy):
+            return dy, tg.sum(dy)
+
+        return x * y, bad_grad
+
+    a, b = tg.Variable(np.ones(3)), tg.Variable(np.ones(3))
+    with tg.GradientTape() as tape:
+        z = bad(a, b)
+    with pytest.raises(GradientShapeError) as e:
+        tape.gradient(z, [a, b])
+    msg = str(e.value)
+    assert "bad.<locals>.bad_grad" in msg and "test_custom_gradient.py:" in msg
+    assert "input 1 ('y')" in msg and "shape ()" in msg and "(3,)" in msg
+
+
+def test_returning_a_function_explains_the_nested_pattern():
+    @tg.custom_gradient
+    def f(x):
+        def grad(dy):
+            return lambda ddy: ddy
+
+        return x * x, grad
+
+    x = tg.Variable(1.0)
+    with tg.GradientTape() as tape:
+        y = f(x)
+    with pytest.raises(GradientTypeError, match="nested @tg.custom_gradient"):
+        tape.gradient(y, x)
+
+
+def test_seed_article_second_order_mistake_gets_a_clear_error():
+    @tg.custom_gradient
+    def custom_quadratic(x):
+        def grad(dy):
+            def gradgrad(ddy):
+                return 2 * ddy
+
+            return 2 * x * dy, gradgrad
+
+        return x ** 2, grad
+
+    x = tg.Variable([1.0])
+    with tg.GradientTape() as tape:
+        y = custom_quadratic(x)
+    with pytest.raises(GradientCountError, match="One of them is a function.*nested"):
+        tape.gradient(y, x)
+
+
+def test_forward_must_return_pair():
+    @tg.custom_gradient
+    def f(x):
+        return x
+
+    with pytest.raises(TypeError, match="must return a pair \\(y, grad_fn\\)"):
+        f(tg.constant(1.0))
+
+
+def test_identity_forward_gets_its_own_output_tensor():
+    @tg.custom_gradient
+    def ident(x):
+        return x, lambda dy: dy * 5.0
+
+    x = tg.Variable(1.0)
+    with tg.GradientTape() as tape:
+        y = ident(x)
+    assert y is not x and float(tape.gradient(y, x)) == 5.0
+
+
+def test_py_function_gradients_flow_through_its_ops():
+    x = tg.Variable([1.0, 2.0])
+    with tg.GradientTape() as tape:
+        y = tg.py_function(lambda a: tg.sin(a) * a, [x], Tout=tg.float64)
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(),
+                               np.cos([1.0, 2.0]) * [1.0, 2.0] + np.sin([1.0, 2.0]))
+
+
+def test_py_function_casts_to_tout():
+    y = tg.py_function(lambda a: a * 2.0, [tg.constant([1.0])], Tout=tg.float32)
+    assert y.dtype == np.float32
+    with pytest.raises(ValueError, match="returned 1 value\\(s\\) but Tout lists 2"):
+        tg.py_function(lambda a: a, [tg.constant(1.0)], Tout=[tg.float64, tg.float64])
+
+
+def test_numpy_function_has_no_gradient():
+    x = tg.Variable([1.0, 2.0])
+    with tg.GradientTape() as tape:
+        y = tg.numpy_function(lambda a: np.sin(a), [x], Tout=tg.float64)
+    np.testing.assert_allclose(y.numpy(), np.sin([1.0, 2.0]))
+    assert tape.gradient(y, x) is None
+
+
+def test_numpy_function_with_custom_gradient():
+    @tg.custom_gradient
+    def np_sin(x):
+        y = tg.numpy_function(np.sin, [x], Tout=tg.float64)
+        return y, lambda dy: dy * tg.cos(x)
+
+    x = tg.Variable([0.5])
+    with tg.GradientTape() as tape:
+        y = np_sin(x)
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), np.cos([0.5]))
+
+
+def test_numpy_function_with_overridden_gradient():
+    @tg.primitive("CustomGradientTestNumpySinGrad")
+    def _unused(x):
+        return x
+
+    @tg.RegisterGradient("CustomGradientTestNumpySinGrad")
+    def _np_sin_grad(op, dy):
+        return dy * tg.cos(op.inputs[0])
+
+    x = tg.Variable([0.25])
+    with tg.GradientTape() as tape:
+        with tg.gradient_override_map({"NumpyFunction": "CustomGradientTestNumpySinGrad"}):
+            y = tg.numpy_function(np.sin, [x], Tout=tg.float64)
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), np.cos([0.25]))
