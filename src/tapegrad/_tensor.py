@@ -137,10 +137,12 @@ class Variable(Tensor):
     """
 
     __slots__ = ("trainable", "name")
+    _default_float = None  # a subclass may set float32 (tapegrad.compat.tensorflow does)
 
     def __init__(self, initial_value, trainable: bool = True, name: str | None = None, dtype=None):
         value = initial_value._value if isinstance(initial_value, Tensor) else initial_value
         xp = _backend.namespace(value)
+        dtype = _float_default(value, dtype, self._default_float)
         value = xp.asarray(value, dtype=dtype, copy=True)
         super().__init__(value)
         self.trainable = bool(trainable)
@@ -199,19 +201,26 @@ class Variable(Tensor):
                 f"numpy={_short(self)}>")
 
 
-def constant(value, dtype=None) -> Tensor:
+def _float_default(value, dtype, default_float):
+    """``dtype``, or ``default_float`` when ``value`` is Python float data and no dtype is given."""
+    if dtype is not None or default_float is None or hasattr(value, "dtype"):
+        return dtype
+    return default_float if np.asarray(value).dtype.kind == "f" else None
+
+
+def constant(value, dtype=None, *, default_float=None) -> Tensor:
     """Create a Tensor from ``value`` (scalar, nested list, backend array or Tensor).
 
-    ``dtype``: backend dtype; by default Python floats give the backend's default float
-    (float64 on NumPy) and Python ints its default integer. The value is copied from lists;
-    backend arrays are wrapped without a copy (Tensors are never mutated).
+    ``dtype``: backend dtype; by default Python floats give ``default_float`` if set, else the
+    backend's default float (float64 on NumPy), and Python ints its default integer. The value
+    is copied from lists; backend arrays are wrapped without a copy (Tensors are never mutated).
     """
     if isinstance(value, Tensor):
         value = value._value
-    return Tensor(_backend.asarray(value, dtype=dtype))
+    return Tensor(_backend.asarray(value, dtype=_float_default(value, dtype, default_float)))
 
 
-def convert_to_tensor(value, dtype=None) -> Tensor:
+def convert_to_tensor(value, dtype=None, *, default_float=None) -> Tensor:
     """Return ``value`` unchanged if it is a Tensor (or Variable) of ``dtype``, else :func:`constant`.
 
     Raises ``TypeError`` if ``value`` is a Tensor of a different dtype (cast with ``astype``).
@@ -223,4 +232,4 @@ def convert_to_tensor(value, dtype=None) -> Tensor:
                 "use tg.astype(x, dtype) to cast"
             )
         return value
-    return constant(value, dtype)
+    return constant(value, dtype, default_float=default_float)

@@ -1,0 +1,1 @@
+"""Compatibility aliases for code written against other libraries' names."""
