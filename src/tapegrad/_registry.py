@@ -14,9 +14,10 @@ import inspect
 import numpy as np
 
 from . import _tape
-from ._tensor import Tensor
+from ._tensor import Tensor, _wrap
 
 _SCALARS = (bool, int, float, complex)
+_SCALAR_TYPES = frozenset(_SCALARS)
 
 
 class Arg:
@@ -64,7 +65,8 @@ class Sample:
 class OpDef:
     """The registry entry of one op type."""
 
-    __slots__ = ("type", "forward", "params", "samples", "grad", "differentiable", "public")
+    __slots__ = ("type", "forward", "params", "arity", "samples", "grad", "differentiable",
+                 "public")
 
     def __init__(self, op_type, forward, samples):
         self.type = op_type
@@ -73,13 +75,15 @@ class OpDef:
         self.grad = None
         self.differentiable = True
         self.public = None
+        self.params, self.arity = (), None
         try:
-            self.params = tuple(
-                p.name for p in inspect.signature(forward).parameters.values()
-                if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
-            )
+            ps = [p for p in inspect.signature(forward).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
         except (TypeError, ValueError):
-            self.params = ()
+            return
+        self.params = tuple(p.name for p in ps)
+        if all(p.kind is not p.VAR_POSITIONAL and p.default is p.empty for p in ps):
+            self.arity = len(ps)  # a fixed number of inputs, none optional
 
     def param_name(self, i: int) -> str:
         """The name of input ``i`` (``x``, ``x1``, ``arrays[2]``...)."""
@@ -138,14 +142,36 @@ def _make_op(opdef):
     record = _tape.record
     state = _tape._state
     T = Tensor
+    wrap1 = _wrap
+    scalar = _SCALAR_TYPES
 
-    def op(*args, **attrs):
-        out = forward(*[a._value if isinstance(a, T) else _raw(a) for a in args], **attrs)
-        if state.tapes:
-            return record(opdef, args, attrs, out)
+    def wrap(out):
         if type(out) is tuple:
-            return tuple(T(o) for o in out)
-        return T(out)
+            return tuple(wrap1(o) for o in out)
+        return wrap1(out)
+
+    # arity-specialised fast paths: no tape -> one backend call plus a few lookups
+    if opdef.arity == 1:
+        def op(x, /, **attrs):
+            out = forward(x._value if isinstance(x, T) else _raw(x), **attrs)
+            if state.tapes:
+                return record(opdef, (x,), attrs, out)
+            return wrap1(out) if type(out) is not tuple else wrap(out)
+    elif opdef.arity == 2:
+        def op(x1, x2, /, **attrs):
+            out = forward(x1._value if isinstance(x1, T) else x1 if type(x1) in scalar
+                          else _raw(x1),
+                          x2._value if isinstance(x2, T) else x2 if type(x2) in scalar
+                          else _raw(x2), **attrs)
+            if state.tapes:
+                return record(opdef, (x1, x2), attrs, out)
+            return wrap1(out) if type(out) is not tuple else wrap(out)
+    else:
+        def op(*args, **attrs):
+            out = forward(*[a._value if isinstance(a, T) else _raw(a) for a in args], **attrs)
+            if state.tapes:
+                return record(opdef, args, attrs, out)
+            return wrap(out)
 
     return op
 

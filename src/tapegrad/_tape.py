@@ -14,7 +14,7 @@ import threading
 import warnings
 
 from . import _backend, _registry
-from ._tensor import Tensor, Variable
+from ._tensor import Tensor, Variable, _wrap
 from .errors import (GradientCountError, GradientShapeError, GradientTypeError,
                      NotDifferentiableError)
 
@@ -44,8 +44,13 @@ class Operation:
     ``outputs`` (tuple of Tensors), ``attrs`` (dict of keyword attributes).
     """
 
-    __slots__ = ("type", "inputs", "outputs", "attrs", "_in_ids", "_out_ids", "_grad_type",
-                 "_grad_fn", "_opdef")
+    __slots__ = ("_opdef", "inputs", "outputs", "attrs", "_in_ids", "_out_ids", "_float_out",
+                 "_override")
+
+    @property
+    def type(self) -> str:
+        """The op type name."""
+        return self._opdef.type
 
     @property
     def name(self) -> str:
@@ -68,53 +73,76 @@ def _is_float(t) -> bool:
     return _backend.is_floating(t._value.dtype)
 
 
-def _as_input(a):
-    if isinstance(a, Tensor):
-        return a._snapshot() if type(a) is Variable else a
-    if isinstance(a, _SCALARS) or a is None:
-        return a
-    return Tensor(_registry._raw(a))
+def _floating(value) -> bool:
+    kind = getattr(value.dtype, "kind", None)
+    return kind in "fc" if kind is not None else _backend.is_floating(value.dtype)
 
 
-def record(opdef, args, attrs, out, grad_fn=None, op_type=None):
-    """Wrap ``out`` in Tensors and record the op on every active tape that traces an input."""
-    multi = type(out) is tuple
-    outs = tuple(Tensor(o) for o in out) if multi else (Tensor(out),)
-    record_outputs(opdef, args, attrs, outs, grad_fn, op_type)
-    return outs if multi else outs[0]
+def record(opdef, args, attrs, out):
+    """Wrap ``out`` in Tensors and record the op on every active tape that traces an input.
+
+    ``opdef`` is the op's registry entry (it gives ``type``, ``grad``, ``differentiable`` and
+    ``param_name``).
+    """
+    if type(out) is tuple:
+        outs = tuple(_wrap(o) for o in out)
+        record_outputs(opdef, args, attrs, outs)
+        return outs
+    t = _wrap(out)
+    record_outputs(opdef, args, attrs, (t,))
+    return t
 
 
-def record_outputs(opdef, args, attrs, outs, grad_fn=None, op_type=None):
+def record_outputs(opdef, args, attrs, outs):
     """Record an op whose output Tensors already exist (used by ``custom_gradient``)."""
     op = None
-    in_ids = None
     for tape in _state.tapes:
         if tape._watch_vars:
             for a in args:
                 if type(a) is Variable and a.trainable:
                     tape._note_variable(a)
         watched = tape._watched
-        if in_ids is None:
-            in_ids = tuple(a._id if isinstance(a, Tensor) else None for a in args)
-        if watched.isdisjoint(in_ids):
+        for a in args:
+            if isinstance(a, Tensor) and a._id in watched:
+                break
+        else:
             continue
         if op is None:
-            op = Operation()
-            op.type = op_type or opdef.type
-            op.inputs = tuple(_as_input(a) for a in args)
-            op.outputs = outs
-            op.attrs = attrs
-            op._in_ids = in_ids
-            op._out_ids = tuple(o._id for o in outs)
-            op._opdef = opdef
-            op._grad_fn = grad_fn
-            overrides = _state.overrides
-            op._grad_type = overrides.get(op.type, op.type) if overrides else op.type
-            float_out = [o._id for o in outs if _is_float(o)]
-            if not float_out:
+            op = _new_record(opdef, args, attrs, outs)
+            if not op._float_out:
                 return
         tape._ops.append(op)
-        watched.update(float_out)
+        watched.update(op._float_out)
+
+
+def _new_record(opdef, args, attrs, outs):
+    op = Operation()
+    op._opdef = opdef
+    inputs, in_ids = [], []  # in_ids: ids of floating tensor inputs, None for the rest
+    for a in args:
+        if isinstance(a, Tensor):
+            if type(a) is Variable:
+                a = a._snapshot()
+            in_ids.append(a._id if _floating(a._value) else None)
+        else:
+            if not (isinstance(a, _SCALARS) or a is None):
+                a = Tensor(_registry._raw(a))  # a backend array: a constant to every tape
+            in_ids.append(None)
+        inputs.append(a)
+    op.inputs = tuple(inputs)
+    op._in_ids = tuple(in_ids)
+    op.outputs = outs
+    op.attrs = attrs
+    if len(outs) == 1:
+        o = outs[0]
+        op._out_ids = (o._id,)
+        op._float_out = op._out_ids if _floating(o._value) else ()
+    else:
+        op._out_ids = tuple(o._id for o in outs)
+        op._float_out = tuple(o._id for o in outs if _floating(o._value))
+    overrides = _state.overrides
+    op._override = overrides.get(opdef.type) if overrides else None
+    return op
 
 
 class GradientTape:
@@ -298,38 +326,45 @@ class GradientTape:
         for op in list(self._ops):
             if not reach.isdisjoint(op._in_ids):
                 active.append(op)
-                reach.update(op._out_ids)
+                reach.update(op._float_out)
         grads = {}
         for t, c in zip(targets, cotangents):
             _accumulate(grads, t._id, c)
         for op in reversed(active):
             out_ids = op._out_ids
-            dys = [grads.get(i) for i in out_ids]
-            if all(d is None for d in dys):
-                continue
-            if len(dys) > 1:
+            if len(out_ids) == 1:
+                i = out_ids[0]
+                dy = grads.get(i) if i in keep else grads.pop(i, None)
+                if dy is None:
+                    continue
+                dys = (dy,)
+            else:
+                dys = [grads.get(i) if i in keep else grads.pop(i, None) for i in out_ids]
+                if all(d is None for d in dys):
+                    continue
                 dys = [ops.zeros_like(o) if d is None else d for d, o in zip(dys, op.outputs)]
-            for i in out_ids:
-                if i not in keep:
-                    grads.pop(i, None)
-            fn = op._grad_fn
+            od = op._opdef if op._override is None else _registry._OPS[op._override]
+            fn = od.grad
             if fn is None:
-                opdef = _registry._OPS.get(op._grad_type)
-                if opdef is not None and not opdef.differentiable:
+                if not od.differentiable:
                     continue
-                fn = opdef.grad if opdef is not None else None
-                if fn is None:
-                    raise NotDifferentiableError(
-                        f"no gradient is registered for op type {op._grad_type!r}; register one "
-                        f"with @tg.RegisterGradient({op._grad_type!r}), declare it "
-                        f"non-differentiable with tg.no_gradient({op._grad_type!r}), or wrap the "
-                        "computation in tg.stop_gradient")
-            gs = _as_gradient_list(fn(op, *dys), op, fn)
-            for k, (x, g) in enumerate(zip(op.inputs, gs)):
-                iid = op._in_ids[k]
-                if g is None or iid is None or iid not in reach or not _is_float(x):
+                raise _no_gradient_error(od.type)
+            gs = fn(op, *dys)
+            in_ids = op._in_ids
+            if type(gs) is Tensor and len(in_ids) == 1:
+                gs = (gs,)
+            else:
+                gs = _as_gradient_list(gs, op, fn)
+            for k, iid in enumerate(in_ids):
+                g = gs[k]
+                if g is None or iid is None or iid not in reach:
                     continue
-                _accumulate(grads, iid, _check_gradient(op, k, x, g, fn))
+                x = op.inputs[k]
+                if type(g) is not Tensor or g._value.shape != x._value.shape or (
+                        g._value.dtype is not x._value.dtype):
+                    g = _check_gradient(op, k, x, g, fn)
+                prev = grads.get(iid)
+                grads[iid] = g if prev is None else ops.add(prev, g)
         result = []
         for s in sources:
             g = grads.get(s._id)
@@ -340,6 +375,13 @@ class GradientTape:
                 g = None
             result.append(g)
         return result
+
+
+def _no_gradient_error(op_type):
+    return NotDifferentiableError(
+        f"no gradient is registered for op type {op_type!r}; register one with "
+        f"@tg.RegisterGradient({op_type!r}), declare it non-differentiable with "
+        f"tg.no_gradient({op_type!r}), or wrap the computation in tg.stop_gradient")
 
 
 def _accumulate(grads, key, g):
@@ -458,7 +500,7 @@ def _check_gradient(op, k, x, g, fn):
     gv, xv = g._value, x._value
     if gv.shape != xv.shape:
         g = _unbroadcast(op, k, x, g, fn)
-    if gv.dtype != xv.dtype:
+    if gv.dtype is not xv.dtype and gv.dtype != xv.dtype:
         out_dtypes = [o._value.dtype for o in op.outputs]
         if gv.dtype in out_dtypes and _backend.is_floating(xv.dtype):
             from .ops import astype  # undo type promotion of the op, as broadcasting is undone

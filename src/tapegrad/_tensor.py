@@ -118,6 +118,17 @@ class Tensor:
         return format(str(self), spec)
 
 
+_new = object.__new__
+
+
+def _wrap(value) -> Tensor:
+    """``Tensor(value)`` without the cost of ``__init__`` (the ops' hot path)."""
+    t = _new(Tensor)
+    t._value = value
+    t._id = next(_ids)
+    return t
+
+
 def _short(t) -> str:
     return np.array2string(t.numpy(), threshold=20, edgeitems=3, separator=", ").replace("\n", "")
 

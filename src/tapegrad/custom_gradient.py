@@ -37,10 +37,12 @@ class _VariableWatcher:
 class _CustomDef:
     """What a gradient error message needs to know about a ``custom_gradient`` call."""
 
-    __slots__ = ("type", "params", "n_args", "variables")
+    __slots__ = ("type", "params", "n_args", "variables", "grad")
+    differentiable = True
 
-    def __init__(self, op_type, params, n_args, variables):
-        self.type, self.params, self.n_args, self.variables = op_type, params, n_args, variables
+    def __init__(self, op_type, params, n_args, variables, grad):
+        self.type, self.params, self.n_args = op_type, params, n_args
+        self.variables, self.grad = variables, grad
 
     def param_name(self, i):
         if i >= self.n_args:
@@ -117,8 +119,8 @@ def custom_gradient(f=None):
         outs, rebuild = _outputs(y, args)
         if saved:
             grad = _grad_adapter(grad_fn, variables, len(args))
-            info = _CustomDef(op_type, params, len(args), variables)
-            _tape.record_outputs(info, (*args, *variables), {}, outs, grad, op_type)
+            info = _CustomDef(op_type, params, len(args), variables, grad)
+            _tape.record_outputs(info, (*args, *variables), {}, outs)
         return rebuild(outs)
 
     return decorated

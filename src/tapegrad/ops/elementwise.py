@@ -12,6 +12,7 @@ import math
 
 from .._backend import namespace as _ns
 from .._registry import Arg, RegisterGradient, Sample, no_gradient, primitive
+from .._tensor import Tensor
 
 _UNARY_SHAPES = [(3, 4), (), (0, 3), (1,)]
 _BINARY_SHAPES = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 3), (4, 1)), ((), (3,)),
@@ -28,16 +29,27 @@ def _binary_samples(d1, d2):
 
 
 def _unary_forward(name):
+    fns = {}  # the namespace's function, cached per array class
+
     def forward(x):
-        return getattr(_ns(x), name)(x)
+        f = fns.get(type(x))
+        if f is None:
+            f = fns[type(x)] = getattr(_ns(x), name)
+        return f(x)
 
     forward.__name__ = name
     return forward
 
 
 def _binary_forward(name):
+    fns = {}
+
     def forward(x1, x2):
-        return getattr(_ns(x1, x2), name)(x1, x2)
+        key = (type(x1), type(x2))
+        f = fns.get(key)
+        if f is None:
+            f = fns[key] = getattr(_ns(x1, x2), name)
+        return f(x1, x2)
 
     forward.__name__ = name
     return forward
@@ -85,53 +97,46 @@ _UNARY = [
 ]
 
 
-def _pow_grads(x1, x2, y, dy):
-    # d(a^b)/da = b a^(b-1); d(a^b)/db = a^b log a, taken as 0 where a <= 0 (as TensorFlow does)
-    d1 = dy * x2 * pow(x1, x2 - 1.0)
-    d2 = None
-    if hasattr(x2, "_id"):
-        safe = where(x1 > 0.0, x1, ones_like(x1))
-        d2 = where(x1 > 0.0, dy * y * log(safe), zeros_like(dy))
-    return d1, d2
+def _pow_d1(a, b, y, dy):
+    return dy * b * pow(a, b - 1.0)  # d(a^b)/da = b a^(b-1)
 
 
-def _atan2_grads(x1, x2, y, dy):
-    # atan2(a, b) = atan(a / b): d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2)
-    r = x1 * x1 + x2 * x2
-    return dy * x2 / r, negative(dy * x1 / r)
+def _pow_d2(a, b, y, dy):
+    # d(a^b)/db = a^b log a, taken as 0 where a <= 0 (as TensorFlow does)
+    positive_a = a > 0.0
+    safe = where(positive_a, a, ones_like(a))
+    return where(positive_a, dy * y * log(safe), zeros_like(dy))
 
 
-def _maximum_grads(x1, x2, y, dy):
-    # ties go to the first argument, as in TensorFlow's Maximum gradient
-    mask = x1 >= x2
-    return where(mask, dy, zeros_like(dy)), where(mask, zeros_like(dy), dy)
-
-
-def _minimum_grads(x1, x2, y, dy):
-    mask = x1 <= x2
-    return where(mask, dy, zeros_like(dy)), where(mask, zeros_like(dy), dy)
-
-
-# name, op type, (d/dx1, d/dx2) as f(x1, x2, y, dy), sample domains of x1 and x2
+# name, op type, d/dx1 and d/dx2 as f(x1, x2, y, dy) with y the output, sample domains
 _BINARY = [
-    ("add", "Add", lambda a, b, y, dy: (dy, dy), _R, _R),
-    ("subtract", "Sub", lambda a, b, y, dy: (dy, negative(dy)), _R, _R),
-    ("multiply", "Mul", lambda a, b, y, dy: (dy * b, dy * a), _R, _R),
-    ("divide", "RealDiv", lambda a, b, y, dy: (dy / b, negative(dy * y / b)), _R, _POS),
-    ("pow", "Pow", _pow_grads, _POS, _R),
-    ("atan2", "Atan2", _atan2_grads, _R, _POS),
-    ("maximum", "Maximum", _maximum_grads, _R, _R),
-    ("minimum", "Minimum", _minimum_grads, _R, _R),
+    ("add", "Add", lambda a, b, y, dy: dy, lambda a, b, y, dy: dy, _R, _R),
+    ("subtract", "Sub", lambda a, b, y, dy: dy, lambda a, b, y, dy: negative(dy), _R, _R),
+    ("multiply", "Mul", lambda a, b, y, dy: dy * b, lambda a, b, y, dy: dy * a, _R, _R),
+    ("divide", "RealDiv", lambda a, b, y, dy: dy / b,
+     lambda a, b, y, dy: negative(dy * y / b), _R, _POS),  # d(a/b)/db = -a/b^2 = -y/b
+    ("pow", "Pow", _pow_d1, _pow_d2, _POS, _R),
+    # atan2(a, b) = atan(a / b): d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2)
+    ("atan2", "Atan2", lambda a, b, y, dy: dy * b / (a * a + b * b),
+     lambda a, b, y, dy: negative(dy * a / (a * a + b * b)), _R, _POS),
+    # ties go to the first argument, as in TensorFlow's Maximum/Minimum gradients
+    ("maximum", "Maximum", lambda a, b, y, dy: where(a >= b, dy, zeros_like(dy)),
+     lambda a, b, y, dy: where(a >= b, zeros_like(dy), dy), _R, _R),
+    ("minimum", "Minimum", lambda a, b, y, dy: where(a <= b, dy, zeros_like(dy)),
+     lambda a, b, y, dy: where(a <= b, zeros_like(dy), dy), _R, _R),
     # hypot(a, b) = sqrt(a^2 + b^2): d/da = a / hypot
-    ("hypot", "Hypot", lambda a, b, y, dy: (dy * a / y, dy * b / y), _R, _R),
+    ("hypot", "Hypot", lambda a, b, y, dy: dy * a / y, lambda a, b, y, dy: dy * b / y, _R, _R),
     # logaddexp(a, b) = log(e^a + e^b): d/da = e^(a - y)
-    ("logaddexp", "LogAddExp", lambda a, b, y, dy: (dy * exp(a - y), dy * exp(b - y)), _R, _R),
+    ("logaddexp", "LogAddExp", lambda a, b, y, dy: dy * exp(a - y),
+     lambda a, b, y, dy: dy * exp(b - y), _R, _R),
     # a mod b = a - b floor(a / b): d/da = 1, d/db = -floor(a / b)
-    ("remainder", "FloorMod",
-     lambda a, b, y, dy: (dy, negative(dy * floor_divide(a, b))), _R, _POS),
-    ("floor_divide", "FloorDiv", lambda a, b, y, dy: (zeros_like(dy), zeros_like(dy)), _R, _POS),
-    ("copysign", "CopySign",  # copysign(a, b) = |a| sign(b): d/da = sign(a) sign(b), d/db = 0
-     lambda a, b, y, dy: (dy * sign(a) * sign(y), zeros_like(dy)), _R, _R),
+    ("remainder", "FloorMod", lambda a, b, y, dy: dy,
+     lambda a, b, y, dy: negative(dy * floor_divide(a, b)), _R, _POS),
+    ("floor_divide", "FloorDiv", lambda a, b, y, dy: zeros_like(dy),
+     lambda a, b, y, dy: zeros_like(dy), _R, _POS),
+    # copysign(a, b) = |a| sign(b): d/da = sign(a) sign(b) = sign(a) sign(y), d/db = 0
+    ("copysign", "CopySign", lambda a, b, y, dy: dy * sign(a) * sign(y),
+     lambda a, b, y, dy: zeros_like(dy), _R, _R),
 ]
 
 _NONDIFF_UNARY = ["logical_not", "isnan", "isinf", "isfinite", "signbit", "bitwise_invert"]
@@ -155,14 +160,17 @@ def _define_unary(name, op_type, formula, domain):
     return op
 
 
-def _define_binary(name, op_type, formula, d1, d2):
-    op = primitive(op_type, samples=_binary_samples(d1, d2))(_binary_forward(name))
+def _define_binary(name, op_type, f1, f2, dom1, dom2):
+    op = primitive(op_type, samples=_binary_samples(dom1, dom2))(_binary_forward(name))
     op.__doc__ = (f"Elementwise ``{name}(x1, x2)`` with broadcasting and Array API type "
                   "promotion; either input may be a Python scalar.")
 
     @RegisterGradient(op_type)
     def grad(o, dy):
-        return formula(o.inputs[0], o.inputs[1], o.outputs[0], dy)
+        a, b = o.inputs
+        y = o.outputs[0]
+        return (f1(a, b, y, dy) if isinstance(a, Tensor) else None,
+                f2(a, b, y, dy) if isinstance(b, Tensor) else None)
 
     return op
 
@@ -256,7 +264,8 @@ def clip(x, /, min=None, max=None):  # noqa: A002 - Array API names
     return _clip(x, min, max)
 
 
-@primitive("Cast")
+@primitive("Cast", samples=[Sample((3, 4), dtype=_ns(0).float64), Sample((), dtype=_ns(0).float32),
+                             Sample((0, 2), dtype=_ns(0).float32)])
 def _cast(x, *, dtype):
     return _ns(x).astype(x, dtype)
 
