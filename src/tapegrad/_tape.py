@@ -99,7 +99,7 @@ def record_outputs(opdef, args, attrs, outs):
     for tape in _state.tapes:
         if tape._watch_vars:
             for a in args:
-                if type(a) is Variable and a.trainable:
+                if isinstance(a, Variable) and a.trainable:
                     tape._note_variable(a)
         watched = tape._watched
         for a in args:
@@ -121,7 +121,7 @@ def _new_record(opdef, args, attrs, outs):
     inputs, in_ids = [], []  # in_ids: ids of floating tensor inputs, None for the rest
     for a in args:
         if isinstance(a, Tensor):
-            if type(a) is Variable:
+            if isinstance(a, Variable):
                 a = a._snapshot()
             in_ids.append(a._id if _floating(a._value) else None)
         else:
@@ -221,7 +221,7 @@ class GradientTape:
                               "gradient (only floating dtypes do); it is not watched",
                               stacklevel=2)
                 continue
-            if type(t) is Variable:
+            if isinstance(t, Variable):
                 self._note_variable(t)
             else:
                 self._watched.add(t._id)

@@ -131,7 +131,7 @@ def _outputs(y, args):
     arg_ids = {a._id for a in args if isinstance(a, Tensor)}
 
     def own(t):
-        if isinstance(t, Tensor) and type(t) is not Variable and t._id not in arg_ids:
+        if isinstance(t, Tensor) and not isinstance(t, Variable) and t._id not in arg_ids:
             return t
         v = t._value if isinstance(t, Tensor) else _backend.asarray(t)
         return Tensor(v)

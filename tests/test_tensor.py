@@ -1,0 +1,136 @@
+"""Tensor, Variable, constant, convert_to_tensor and the TensorFlow compatibility aliases."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+
+def test_array_facts_and_conversions():
+    t = tg.constant([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    assert (t.shape, t.dtype, t.ndim, t.size, len(t)) == ((2, 3), np.float64, 2, 6, 2)
+    np.testing.assert_array_equal(np.asarray(t), t.numpy())
+    assert np.asarray(t, dtype=np.float32).dtype == np.float32
+    assert t.__array_namespace__() is tg
+    assert float(tg.constant(2.5)) == 2.5 and int(tg.constant(3)) == 3
+    assert bool(tg.constant(1.0)) and not bool(tg.constant(0.0))
+    assert [float(r[0]) for r in t] == [1.0, 4.0]
+
+
+def test_repr_is_readable():
+    assert repr(tg.constant([1.0, 2.0])) == \
+        "<tg.Tensor: shape=(2,), dtype=float64, numpy=[1., 2.]>"
+    v = tg.Variable([1.0], name="w")
+    assert repr(v).startswith("<tg.Variable 'w' shape=(1,) dtype=float64")
+    assert f"{tg.constant(0.5):.2f}" == "0.50"
+
+
+def test_len_and_iter_of_0d_raise():
+    with pytest.raises(TypeError, match="0-d"):
+        len(tg.constant(1.0))
+    with pytest.raises(TypeError, match="0-d"):
+        iter(tg.constant(1.0))
+
+
+def test_python_defaults_and_dtype():
+    assert tg.constant(1.0).dtype == np.float64
+    assert tg.constant(1).dtype == np.int64
+    assert tg.constant([1.0], dtype=tg.float32).dtype == np.float32
+
+
+def test_operators_match_numpy():
+    a, b = np.array([1.5, -2.0, 3.0]), np.array([2.0, 0.5, -1.0])
+    x, y = tg.constant(a), tg.constant(b)
+    for got, want in [(x + y, a + b), (x - y, a - b), (x * y, a * b), (x / y, a / b),
+                      (x // y, a // b), (x % y, a % b), (abs(x) ** y, abs(a) ** b), (-x, -a),
+                      (2.0 - x, 2.0 - a), (2.0 / x, 2.0 / a), (abs(x), abs(a)), (+x, a)]:
+        np.testing.assert_allclose(got.numpy(), want)
+    np.testing.assert_array_equal((x < y).numpy(), a < b)
+    np.testing.assert_array_equal((x == y).numpy(), a == b)
+    assert (x >= y).dtype == np.bool_
+
+
+def test_ndarray_on_the_left_gives_a_tensor():
+    x = tg.Variable([1.0, 2.0])
+    with tg.GradientTape() as tape:
+        y = np.array([3.0, 4.0]) * x
+    assert isinstance(y, tg.Tensor)
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), [3.0, 4.0])
+
+
+def test_comparisons_are_not_differentiable():
+    x = tg.Variable([1.0, 2.0])
+    with tg.GradientTape() as tape:
+        m = x > 1.5
+        y = tg.astype(m, tg.float64) * 3.0
+    assert tape.gradient(y, x) is None
+
+
+def test_getitem_transpose_astype():
+    a = np.arange(12.0).reshape(3, 4)
+    x = tg.Variable(a)
+    with tg.GradientTape() as tape:
+        y = tg.sum(x[1:, ::2] * 2.0) + tg.sum(x[np.array([0, 0])]) + tg.sum(x.T[0])
+    g = tape.gradient(y, x).numpy()
+    expected = np.zeros((3, 4))
+    expected[1:, ::2] += 2.0
+    expected[0] += 2.0
+    expected[:, 0] += 1.0
+    np.testing.assert_allclose(g, expected)
+    np.testing.assert_array_equal(x.mT.numpy(), a.T)
+    assert x.astype(tg.float32).dtype == np.float32
+
+
+def test_variable_assign_family():
+    v = tg.Variable([1.0, 2.0], name="v")
+    assert v.assign([5.0, 6.0]) is v
+    np.testing.assert_allclose(v.numpy(), [5.0, 6.0])
+    v.assign_add([1.0, 1.0])
+    v.assign_sub(tg.constant([0.5, 0.5]))
+    np.testing.assert_allclose(v.numpy(), [5.5, 6.5])
+    with pytest.raises(ValueError, match="shape \\(3,\\) to Variable 'v' of shape \\(2,\\)"):
+        v.assign([1.0, 2.0, 3.0])
+    snap = v.read_value()
+    v.assign([0.0, 0.0])
+    np.testing.assert_allclose(snap.numpy(), [5.5, 6.5])
+
+
+def test_variable_copies_its_initial_value():
+    a = np.array([1.0, 2.0])
+    v = tg.Variable(a)
+    a[0] = 100.0
+    assert float(v.numpy()[0]) == 1.0
+
+
+def test_variable_works_as_a_tensor():
+    v = tg.Variable([[1.0, 2.0]])
+    assert isinstance(v, tg.Tensor)
+    np.testing.assert_allclose(tg.exp(v).numpy(), np.exp([[1.0, 2.0]]))
+    with tg.GradientTape() as tape:
+        y = tg.sum(v.read_value() * 2.0)
+    np.testing.assert_allclose(tape.gradient(y, v).numpy(), [[2.0, 2.0]])
+
+
+def test_convert_to_tensor():
+    t = tg.constant([1.0])
+    assert tg.convert_to_tensor(t) is t
+    assert tg.convert_to_tensor([1, 2]).dtype == np.int64
+    with pytest.raises(TypeError, match="use tg.astype"):
+        tg.convert_to_tensor(t, dtype=tg.float32)
+
+
+def test_bad_value_type_is_a_clear_error():
+    with pytest.raises(TypeError, match="not an array of an Array API library"):
+        tg.exp(object())
+
+
+def test_compat_tensorflow_aliases_and_float32_default():
+    import tapegrad.compat.tensorflow as tf
+
+    assert tf.constant(1.0).dtype == np.float32
+    assert tf.constant(1).dtype == np.int64
+    v = tf.Variable([1.0, 2.0])
+    assert v.dtype == np.float32 and isinstance(v, tg.Variable)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(tf.square(v)) + tf.reduce_max(v) + tf.math.reduce_mean(v)
+    np.testing.assert_allclose(tape.gradient(loss, v).numpy(), [2.5, 5.5])
+    assert tf.optimizers is tg.optimizers and tf.test is tg.test and tf.nn is tg.nn
