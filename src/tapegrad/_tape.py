@@ -25,6 +25,7 @@ class _State(threading.local):
     def __init__(self):
         self.tapes = []  # active tapes, innermost last; replaced (never mutated) on push/pop
         self.overrides = {}  # gradient_override_map
+        self.reach = frozenset()  # ids connected to the sources of the running backward pass
 
 
 _state = _State()
@@ -51,6 +52,16 @@ class Operation:
     def type(self) -> str:
         """The op type name."""
         return self._opdef.type
+
+    @property
+    def needs_input_grad(self) -> tuple:
+        """One bool per input: does the running ``gradient`` call need this input's gradient?
+
+        A gradient function may skip the work for inputs marked False (return None for them):
+        constants, integer tensors, Python scalars and tensors not connected to the sources.
+        """
+        reach = _state.reach
+        return tuple(i is not None and i in reach for i in self._in_ids)
 
     @property
     def name(self) -> str:
@@ -327,6 +338,26 @@ class GradientTape:
             if not reach.isdisjoint(op._in_ids):
                 active.append(op)
                 reach.update(op._float_out)
+        saved_reach, _state.reach = _state.reach, reach
+        try:
+            grads = self._reverse(active, reach, keep, targets, cotangents)
+        finally:
+            _state.reach = saved_reach
+        result = []
+        for s in sources:
+            g = grads.get(s._id)
+            if g is None and unconnected is UnconnectedGradients.ZERO:
+                dtype = s.dtype if _is_float(s) else _backend.namespace(s._value).float64
+                g = ops.zeros(s.shape, dtype=dtype)
+            elif g is not None and not _is_float(s):
+                g = None
+            result.append(g)
+        return result
+
+    @staticmethod
+    def _reverse(active, reach, keep, targets, cotangents):
+        from . import ops
+
         grads = {}
         for t, c in zip(targets, cotangents):
             _accumulate(grads, t._id, c)
@@ -365,16 +396,7 @@ class GradientTape:
                     g = _check_gradient(op, k, x, g, fn)
                 prev = grads.get(iid)
                 grads[iid] = g if prev is None else ops.add(prev, g)
-        result = []
-        for s in sources:
-            g = grads.get(s._id)
-            if g is None and unconnected is UnconnectedGradients.ZERO:
-                dtype = s.dtype if _is_float(s) else _backend.namespace(s._value).float64
-                g = ops.zeros(s.shape, dtype=dtype)
-            elif g is not None and not _is_float(s):
-                g = None
-            result.append(g)
-        return result
+        return grads
 
 
 def _no_gradient_error(op_type):
