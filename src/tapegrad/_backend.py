@@ -74,7 +74,7 @@ def is_floating(dtype) -> bool:
 
 
 def _isdtype(dtype, kinds):
-    for xp in set(_NAMESPACES.values()):
+    for xp in set(_NAMESPACES.values()) - {np}:  # NumPy dtypes were handled by their .kind
         try:
             return xp.isdtype(dtype, kinds)
         except Exception:  # noqa: BLE001 - dtype of another library
