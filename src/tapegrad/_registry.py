@@ -66,13 +66,14 @@ class OpDef:
     """The registry entry of one op type."""
 
     __slots__ = ("type", "forward", "params", "arity", "samples", "grad", "differentiable",
-                 "public")
+                 "public", "surrogate")
 
     def __init__(self, op_type, forward, samples):
         self.type = op_type
         self.forward = forward
         self.samples = list(samples or ())
         self.grad = None
+        self.surrogate = False
         self.differentiable = True
         self.public = None
         self.params, self.arity = (), None
@@ -184,13 +185,16 @@ def _raw(a):
     return a
 
 
-def RegisterGradient(op_type: str):  # noqa: N802 - TensorFlow's name
+def RegisterGradient(op_type: str, *, surrogate: bool = False):  # noqa: N802 - TF's name
     """Register ``fn(op, *output_grads)`` as the gradient of ``op_type``.
 
     ``op`` is the :class:`~tapegrad._tape.Operation` record (``.type``, ``.inputs``,
     ``.outputs``, ``.attrs``, ``get_attr``); ``output_grads`` has one Tensor per output. ``fn``
     returns one gradient (a Tensor or ``None``) per input, or a single Tensor for a one-input op.
     Write it with tapegrad ops so that it is itself differentiable.
+
+    ``surrogate=True`` marks a gradient that is intentionally not the derivative of the
+    forward (straight-through, leaky): ``tg.test`` reports it instead of failing.
 
     Raises ``ValueError`` if ``op_type`` already has a gradient, ``LookupError`` if it is not
     a registered op type (declare it with :func:`primitive` first).
@@ -207,6 +211,7 @@ def RegisterGradient(op_type: str):  # noqa: N802 - TensorFlow's name
                 "tg.gradient_override_map to use another gradient in a block of code"
             )
         opdef.grad = fn
+        opdef.surrogate = bool(surrogate)
         return fn
 
     return decorate

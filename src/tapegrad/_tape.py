@@ -169,6 +169,8 @@ class GradientTape:
     inner one, which gives higher-order gradients. Tapes are thread-local.
     """
 
+    _observer = False  # observers (check-numerics) see every op; tapes record what they trace
+
     def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True):
         self._persistent = bool(persistent)
         self._watch_vars = bool(watch_accessed_variables)
@@ -475,6 +477,8 @@ def _as_gradient_list(result, op, fn):
     n = len(op.inputs)
     if isinstance(result, (list, tuple)):
         gs = list(result)
+    elif isinstance(result, dict):
+        return _gradients_by_name(result, op, fn)
     else:
         gs = [result]
     if len(gs) != n:
@@ -490,6 +494,17 @@ def _as_gradient_list(result, op, fn):
             f"{len(gs)} gradient(s) for {n} input(s); return exactly one per input, in input "
             f"order, with None for an input that has no gradient{hint}")
     return gs
+
+
+def _gradients_by_name(result, op, fn):
+    names = [op._opdef.param_name(k) for k in range(len(op.inputs))]
+    unknown = sorted(set(result) - set(names))
+    if unknown:
+        raise GradientCountError(
+            f"the gradient function {describe_fn(fn)} of op type {op.type!r} returned gradients "
+            f"for {', '.join(map(repr, unknown))}, which are not inputs; its inputs are "
+            f"{', '.join(map(repr, names))}")
+    return [result.get(name) for name in names]
 
 
 def _input_label(op, k) -> str:

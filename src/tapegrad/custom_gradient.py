@@ -26,6 +26,7 @@ class _VariableWatcher:
 
     _watch_vars = True
     _watched = frozenset()
+    _observer = False
 
     def __init__(self):
         self.variables = {}
@@ -35,14 +36,15 @@ class _VariableWatcher:
 
 
 class _CustomDef:
-    """What a gradient error message needs to know about a ``custom_gradient`` call."""
+    """The op-type entry of one ``custom_gradient`` call: names, gradient, forward to replay."""
 
-    __slots__ = ("type", "params", "n_args", "variables", "grad")
+    __slots__ = ("type", "params", "n_args", "variables", "grad", "forward", "surrogate")
     differentiable = True
 
-    def __init__(self, op_type, params, n_args, variables, grad):
+    def __init__(self, op_type, params, n_args, variables, grad, forward, surrogate):
         self.type, self.params, self.n_args = op_type, params, n_args
-        self.variables, self.grad = variables, grad
+        self.variables, self.grad, self.forward = variables, grad, forward
+        self.surrogate = surrogate
 
     def param_name(self, i):
         if i >= self.n_args:
@@ -68,15 +70,19 @@ def _accepts_variables(fn):
     return any(p.name == "variables" or p.kind is p.VAR_KEYWORD for p in params)
 
 
-def custom_gradient(f=None):
+def custom_gradient(f=None, *, surrogate=False):
     """Decorator: give a function its own gradient (TensorFlow 2 ``tf.custom_gradient``).
 
     ``f(*args, **kwargs)`` returns ``(y, grad_fn)``: ``y`` a Tensor or a tuple/list of Tensors,
-    ``grad_fn(*dys)`` one gradient per positional argument of ``f`` (``None`` allowed; a single
-    Tensor when ``f`` has one argument), each with its argument's shape and dtype. The cotangents
-    ``dys`` have the shapes of ``y``. If the forward reads trainable Variables that are not
-    arguments, ``grad_fn`` must accept ``variables=`` and return
-    ``(input_grads, variable_grads)``.
+    ``grad_fn(*dys)`` one gradient per input of ``f`` (``None`` allowed; a single Tensor when
+    ``f`` has one input), each with its input's shape and dtype, or a dict keyed by input name
+    (omitted names get no gradient). The inputs are the positional arguments, then the Tensor
+    arguments passed by keyword, in signature order. The cotangents ``dys`` have the shapes of
+    ``y``. If the forward reads trainable Variables that are not arguments, ``grad_fn`` must
+    accept ``variables=`` and return ``(input_grads, variable_grads)``.
+
+    ``surrogate=True`` marks a gradient that is intentionally not the derivative of the forward
+    (straight-through, leaky or scaled gradients): ``tg.test`` reports it instead of failing.
 
     The forward's own ops are not recorded. Higher order: ``grad_fn``'s ops are recorded by
     outer tapes; for a custom *second-order* gradient return a tensor computed by a nested
@@ -85,10 +91,10 @@ def custom_gradient(f=None):
     Errors: ``TypeError`` if ``f`` does not return ``(y, grad_fn)``; ``VariablesError`` if it
     reads Variables and ``grad_fn`` lacks ``variables=``; at gradient time
     ``GradientCountError``, ``GradientShapeError`` and ``GradientTypeError`` name ``grad_fn``,
-    its source line and the argument.
+    its source line and the input.
     """
     if f is None:
-        return custom_gradient
+        return functools.partial(custom_gradient, surrogate=surrogate)
     op_type = f"CustomGradient:{getattr(f, '__name__', 'f')}"
     params = _positional_params(f)
 
@@ -97,7 +103,7 @@ def custom_gradient(f=None):
         state = _tape._state
         saved = state.tapes
         watcher = _VariableWatcher()
-        state.tapes = [watcher]
+        state.tapes = [watcher, *[t for t in saved if t._observer]]
         try:
             result = f(*args, **kwargs)
         finally:
@@ -107,7 +113,9 @@ def custom_gradient(f=None):
                 f"custom_gradient: {f.__qualname__} must return a pair (y, grad_fn) with grad_fn "
                 f"a function of the output cotangents; it returned {type(result).__name__}")
         y, grad_fn = result
-        arg_ids = {a._id for a in args if isinstance(a, Tensor)}
+        kw_names = [k for k, v in kwargs.items() if isinstance(v, Tensor)]
+        inputs = (*args, *[kwargs[k] for k in kw_names])
+        arg_ids = {a._id for a in inputs if isinstance(a, Tensor)}
         variables = [v for i, v in watcher.variables.items() if i not in arg_ids]
         if variables and not _accepts_variables(grad_fn):
             names = ", ".join(repr(v.name) for v in variables)
@@ -116,13 +124,20 @@ def custom_gradient(f=None):
                 f"gradient function {grad_fn.__qualname__} must accept a keyword argument "
                 "`variables` and return (input_gradients, variable_gradients); pass the "
                 "Variables as arguments instead, or mark them trainable=False")
-        outs, rebuild = _outputs(y, args)
+        outs, rebuild = _outputs(y, inputs)
         if saved:
-            grad = _grad_adapter(grad_fn, variables, len(args))
-            info = _CustomDef(op_type, params, len(args), variables, grad)
-            _tape.record_outputs(info, (*args, *variables), {}, outs)
+            n = len(args)
+
+            def replay(*xs):
+                return decorated(*xs[:n], **{**kwargs, **dict(zip(kw_names, xs[n:]))})
+
+            names = (*params[:n], *[f"args[{i}]" for i in range(len(params), n)], *kw_names)
+            grad = _grad_adapter(grad_fn, variables)
+            info = _CustomDef(op_type, names, len(inputs), variables, grad, replay, surrogate)
+            _tape.record_outputs(info, (*inputs, *variables), {}, outs)
         return rebuild(outs)
 
+    decorated.surrogate = surrogate
     return decorated
 
 
@@ -142,7 +157,7 @@ def _outputs(y, args):
     return (own(y),), lambda o: o[0]
 
 
-def _grad_adapter(grad_fn, variables, n_args):
+def _grad_adapter(grad_fn, variables):
     if not variables:
         def grad(op, *dys):
             return grad_fn(*dys)
