@@ -1,4 +1,142 @@
-"""placeholder"""
+"""Seedable random numbers in the style of TensorFlow 2's ``tf.random``; results are constants.
+
+``set_seed(s)`` makes every later call reproducible: the calls draw, in order, from a stream
+determined by the global seed and, when given, the op-level ``seed`` (each distinct op seed
+has its own stream, restarted by ``set_seed``). Without a global seed, calls without ``seed``
+are non-deterministic, and calls with one are reproducible from program start.
+:class:`Generator` holds its own state (``numpy.random.default_rng`` on NumPy).
+Default dtype: the backend's default float (float64 on NumPy).
+"""
 from __future__ import annotations
 
-__all__: list[str] = []
+import numpy as np
+
+from ._tensor import Tensor
+
+_DEFAULT_GLOBAL_SEED = 87654321  # the global seed assumed when only an op seed is given
+
+
+class Generator:
+    """A random-number generator with its own state (TensorFlow's ``tf.random.Generator``).
+
+    Create it with :meth:`from_seed` (reproducible) or :meth:`from_non_deterministic_state`.
+    """
+
+    def __init__(self, rng: np.random.Generator):
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError("Generator: expected a numpy.random.Generator; create one with "
+                            "tg.random.Generator.from_seed(seed)")
+        self._rng = rng
+
+    @classmethod
+    def from_seed(cls, seed) -> "Generator":
+        """A generator whose numbers are determined by ``seed`` (a non-negative int)."""
+        return cls(np.random.default_rng(_check_seed(seed)))
+
+    @classmethod
+    def from_non_deterministic_state(cls) -> "Generator":
+        """A generator seeded from the operating system's entropy."""
+        return cls(np.random.default_rng())
+
+    def normal(self, shape, mean=0.0, stddev=1.0, dtype=None) -> Tensor:
+        """Normal samples of ``shape`` (int or tuple): ``mean + stddev * N(0, 1)``.
+
+        dtype: a floating dtype (default float64). Raises ``ValueError`` for a non-floating
+        dtype or a negative shape.
+        """
+        dtype = _float_dtype("normal", dtype)
+        z = self._rng.standard_normal(_check_shape(shape))
+        return Tensor(np.asarray(mean + stddev * z).astype(dtype, copy=False))
+
+    def uniform(self, shape, minval=0.0, maxval=None, dtype=None) -> Tensor:
+        """Uniform samples of ``shape`` in ``[minval, maxval)``.
+
+        dtype: floating (default float64; ``maxval`` defaults to 1) or integer (``maxval``
+        required). Raises ``ValueError`` if an integer dtype has no ``maxval`` or
+        ``minval >= maxval``.
+        """
+        shape = _check_shape(shape)
+        dtype = np.dtype(np.float64 if dtype is None else dtype)
+        if dtype.kind in "iu":
+            if maxval is None:
+                raise ValueError("uniform: maxval is required for an integer dtype")
+            if not minval < maxval:
+                raise ValueError(f"uniform: need minval < maxval, got [{minval}, {maxval})")
+            return Tensor(self._rng.integers(minval, maxval, size=shape, dtype=dtype))
+        dtype = _float_dtype("uniform", dtype)
+        maxval = 1.0 if maxval is None else maxval
+        u = self._rng.uniform(minval, maxval, size=shape)
+        return Tensor(np.asarray(u).astype(dtype, copy=False))
+
+
+def _check_seed(seed):
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"random: a seed must be a non-negative int, got {seed!r}")
+    return int(seed)
+
+
+def _check_shape(shape):
+    if isinstance(shape, Tensor):
+        shape = shape.numpy().tolist()
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(int(d) for d in shape)
+    if any(d < 0 for d in shape):
+        raise ValueError(f"random: shape {shape} has a negative dimension")
+    return shape
+
+
+def _float_dtype(fn, dtype):
+    dtype = np.dtype(np.float64 if dtype is None else dtype)
+    if dtype.kind != "f":
+        raise ValueError(f"{fn}: dtype must be a floating dtype, got {dtype}")
+    return dtype
+
+
+_global_seed = None
+_global = Generator.from_non_deterministic_state()
+_op_streams: dict = {}
+
+
+def set_seed(seed) -> None:
+    """Set the global seed (a non-negative int): later calls repeat the same numbers."""
+    global _global_seed, _global
+    _global_seed = _check_seed(seed)
+    _global = Generator.from_seed(_global_seed)
+    _op_streams.clear()
+
+
+def get_global_generator() -> Generator:
+    """The generator used by :func:`normal`/:func:`uniform` calls without an op seed."""
+    return _global
+
+
+def _generator(seed) -> Generator:
+    if seed is None:
+        return _global
+    seed = _check_seed(seed)
+    g = _op_streams.get(seed)
+    if g is None:
+        base = _DEFAULT_GLOBAL_SEED if _global_seed is None else _global_seed
+        g = _op_streams[seed] = Generator(np.random.default_rng([base, seed]))
+    return g
+
+
+def normal(shape, mean=0.0, stddev=1.0, dtype=None, seed=None) -> Tensor:
+    """Normal samples of ``shape``: ``mean + stddev * N(0, 1)`` (``tf.random.normal``).
+
+    seed: an op-level seed (see the module docstring). dtype: floating, default float64.
+    Returns a constant Tensor. Raises ``ValueError`` for a bad seed, shape or dtype.
+    """
+    return _generator(seed).normal(shape, mean, stddev, dtype)
+
+
+def uniform(shape, minval=0.0, maxval=None, dtype=None, seed=None) -> Tensor:
+    """Uniform samples of ``shape`` in ``[minval, maxval)`` (``tf.random.uniform``).
+
+    maxval: default 1 for floating dtypes, required for integer dtypes. seed: an op-level
+    seed. Returns a constant Tensor. Raises ``ValueError`` for a bad seed, shape, dtype or
+    range.
+    """
+    return _generator(seed).uniform(shape, minval, maxval, dtype)
+
+
+__all__ = ["set_seed", "normal", "uniform", "Generator", "get_global_generator"]

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 from . import elementwise as ew
+from .indexing import getitem
+from .linalg import matmul
+from .manipulation import matrix_transpose
 
 
 def _swap(fn):
@@ -10,6 +13,14 @@ def _swap(fn):
 
     reflected.__name__ = f"r{fn.__name__}"
     return reflected
+
+
+def _transpose(x):
+    if x.ndim != 2:
+        raise ValueError(f"Tensor.T is defined for 2-d tensors only (Array API), this one has "
+                         f"shape {x.shape}; use x.mT to swap the last two axes or "
+                         "tg.permute_dims(x, axes) for another order")
+    return matrix_transpose(x)
 
 
 def attach(cls):
@@ -27,4 +38,9 @@ def attach(cls):
     cls.__pos__ = ew.positive
     cls.__abs__ = ew.abs
     cls.__invert__ = ew.logical_not
+    cls.__getitem__ = getitem
+    cls.__matmul__ = matmul
+    cls.__rmatmul__ = _swap(matmul)
+    cls.T = property(_transpose, doc="The transpose of a 2-d tensor (Array API ``x.T``).")
+    cls.mT = property(matrix_transpose, doc="The last two axes swapped (``matrix_transpose``).")
     cls.astype = lambda self, dtype, /, *, copy=True, device=None: ew.astype(self, dtype)

@@ -1,4 +1,160 @@
-"""placeholder"""
+"""Indexing: ``Tensor.__getitem__``, ``take``, ``take_along_axis``, and the scatter-add behind
+their gradients.
+
+All gathers are one op type, ``GetItem`` (``x[key]`` with NumPy indexing semantics: ints,
+slices, ``None``, ``Ellipsis``, integer arrays and boolean masks). Its gradient is
+``ScatterAdd``: the cotangent added into zeros of the input's shape at ``key``, accumulating
+repeated indices (backend kernel ``scatter_add``, ``numpy.add.at`` on NumPy). The gradient of
+``ScatterAdd`` is ``GetItem`` with the same key, so gradients of any order exist.
+Tensors inside a key are replaced by their backend arrays before the key is stored.
+"""
 from __future__ import annotations
 
-__all__: list[str] = []
+import numpy as np
+
+from .._backend import kernel as _kernel
+from .._backend import namespace as _ns
+from .._registry import RegisterGradient, Sample, primitive
+from .._tensor import Tensor
+
+_IDX = np.asarray
+_KEY_SAMPLES = [
+    Sample((5, 3), key=(_IDX([0, 2, 0, 4]),)),  # repeated indices accumulate
+    Sample((4, 5), key=(slice(1, None, 2), Ellipsis, None)),
+    Sample((4, 5), key=(2, slice(None, None, -1))),
+    Sample((3, 4), key=(_IDX([[0, 1], [2, 0]]), _IDX([1, 1]))),
+    Sample((3, 4), key=(_IDX([[True, False, True, True]] * 3),)),  # boolean mask
+    Sample((3, 4), key=(slice(None), _IDX([3, 3, 0]))),
+    Sample((2, 3, 4), key=(_IDX([1, 1]), slice(None), _IDX([0, 3]))),
+    Sample((), key=()), Sample((), key=(None,)),
+    Sample((0, 3), key=(slice(None), 1)), Sample((3,), key=(_IDX([], dtype=np.intp),)),
+    Sample((1, 1), key=(0,)),
+]
+
+
+def _key_part(k):
+    if isinstance(k, Tensor):
+        return k._value
+    if isinstance(k, list):
+        return np.asarray(k)
+    return k
+
+
+def _as_key(key):
+    """``key`` with Tensors and lists replaced by backend arrays."""
+    if type(key) is tuple:
+        for k in key:
+            if isinstance(k, (Tensor, list)):
+                return tuple(_key_part(k) for k in key)
+        return key
+    return _key_part(key)
+
+
+@primitive("GetItem", samples=_KEY_SAMPLES)
+def _getitem(x, *, key):
+    try:
+        return x[key]
+    except IndexError as e:
+        raise IndexError(f"tensor index {_describe(key)} is invalid for a tensor of shape "
+                         f"{tuple(x.shape)}: {e}") from None
+
+
+@RegisterGradient("GetItem")
+def _getitem_grad(op, dy):
+    # d x[key] / dx: scatter the cotangent back to the positions read, summing repeats
+    x = op.inputs[0]
+    return _scatter_add(dy, shape=x.shape, key=op.attrs["key"])
+
+
+def _describe(key) -> str:
+    parts = key if type(key) is tuple else (key,)
+    out = []
+    for k in parts:
+        if hasattr(k, "shape") and hasattr(k, "dtype"):
+            out.append(f"<array shape={tuple(k.shape)} dtype={k.dtype}>")
+        else:
+            out.append(repr(k))
+    return f"[{', '.join(out)}]"
+
+
+def getitem(x, key, /):
+    """``x[key]`` with NumPy indexing semantics; what ``Tensor.__getitem__`` calls.
+
+    key: an int, slice, ``None`` (new axis), ``Ellipsis``, integer array/list/Tensor or boolean
+    mask, or a tuple of these. Result: shape and dtype as NumPy gives them. Raises
+    ``IndexError`` naming the key and the shape when the key does not fit. Gradient: the
+    cotangent scatter-added into zeros of ``x.shape`` (repeated indices accumulate).
+    """
+    return _getitem(x, key=_as_key(key))
+
+
+@primitive("ScatterAdd", samples=[
+    Sample((4,), shape=(5,), key=(_IDX([0, 2, 0, 4]),)),
+    Sample((2, 5), shape=(4, 5), key=(slice(1, None, 2),)),
+    Sample((3, 2), shape=(3, 4), key=(_IDX([[0, 1], [2, 0], [2, 2]]), _IDX([1, 1]))),
+    Sample((9,), shape=(3, 4), key=(_IDX([[True, False, True, True]] * 3),)),
+    Sample((), shape=(2, 2), key=(1, 0)), Sample((0,), shape=(3,), key=(_IDX([], dtype=np.intp),)),
+])
+def _scatter_add(values, *, shape, key):
+    # zeros of ``shape`` with ``values`` added at ``key`` (repeats accumulate)
+    return _kernel(_ns(values), "scatter_add")(tuple(shape), values.dtype, key, values)
+
+
+@RegisterGradient("ScatterAdd")
+def _scatter_add_grad(op, dy):
+    return _getitem(dy, key=op.attrs["key"])
+
+
+def _axis(fn, axis, ndim):
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{fn}: axis {axis} is out of range for a tensor of {ndim} "
+                         "dimension(s)")
+    return axis % ndim
+
+
+def take(x, indices, /, *, axis=None):
+    """Elements of ``x`` at integer ``indices`` along ``axis`` (Array API ``take``).
+
+    x: shape ``(..., n, ...)``; indices: integer array (negative counts from the end), any
+    shape ``I``; axis: required when ``x`` has more than one dimension. Result:
+    ``x.shape[:axis] + I + x.shape[axis+1:]``. Raises ``ValueError`` for a missing or
+    out-of-range axis, ``IndexError`` for out-of-range indices. Gradient: the cotangent
+    scatter-added back along ``axis`` (repeated indices accumulate).
+    """
+    ndim = len(x.shape) if hasattr(x, "shape") else 0
+    if axis is None:
+        if ndim != 1:
+            raise ValueError(f"take: axis is required for a tensor of {ndim} dimension(s) "
+                             "(only 1-d tensors may omit it)")
+        axis = 0
+    axis = _axis("take", axis, ndim)
+    return _getitem(x, key=(slice(None),) * axis + (_key_part(indices),))
+
+
+def take_along_axis(x, indices, /, *, axis=-1):
+    """Elements of ``x`` at ``indices`` along ``axis``, matched elementwise elsewhere.
+
+    indices: integer array with ``x``'s number of dimensions, broadcast-compatible with ``x``
+    except along ``axis`` (e.g. the output of ``argsort``/``argmax(keepdims=True)``). Result:
+    the broadcast shape with ``indices.shape[axis]`` along ``axis``. Raises ``ValueError`` if
+    the ranks differ or the axis is out of range. Gradient: the cotangent scatter-added back
+    (repeated indices accumulate).
+    """
+    idx = _key_part(indices)
+    xp = _ns(x._value if isinstance(x, Tensor) else x)
+    idx = xp.asarray(idx)
+    ndim = len(x.shape)
+    if idx.ndim != ndim:
+        raise ValueError(f"take_along_axis: indices have {idx.ndim} dimension(s) but x has "
+                         f"{ndim}; they must have the same number (add size-1 axes)")
+    axis = _axis("take_along_axis", axis, ndim)
+    key = []
+    for d, n in enumerate(x.shape):
+        if d == axis:
+            key.append(idx)
+        else:  # positions along the other axes, shaped to broadcast against idx
+            key.append(xp.reshape(xp.arange(n), (1,) * d + (n,) + (1,) * (ndim - d - 1)))
+    return _getitem(x, key=tuple(key))
+
+
+__all__ = ["take", "take_along_axis"]

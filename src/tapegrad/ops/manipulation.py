@@ -1,10 +1,22 @@
-"""Shape manipulation (Array API names), forward and gradient side by side."""
+"""Shape manipulation (Array API names), forward and gradient side by side.
+
+Every op here only moves elements around, so every gradient moves the cotangent back the
+same way (reshape back, inverse permutation, flip again, slice the concatenation apart,
+unstack the stack, ...). Errors of the backend are re-raised with the op name and shapes only
+when they happen, so the fast path pays nothing for them.
+"""
 from __future__ import annotations
 
 from .._backend import namespace as _ns
 from .._registry import RegisterGradient, Sample, primitive
+from .._tensor import Tensor
 
 
+def _shape(x) -> tuple:
+    return tuple(getattr(x, "shape", ()))
+
+
+# --- reshape, broadcast_to ---------------------------------------------------------------------
 @primitive("Reshape", samples=[Sample((3, 4), shape=(4, 3)), Sample((2, 3), shape=(-1,)),
                                Sample((), shape=(1, 1)), Sample((0, 2), shape=(2, 0))])
 def _reshape(x, *, shape, copy=None):
@@ -44,4 +56,234 @@ def broadcast_to(x, /, shape):
     return _broadcast_to(x, shape=tuple(shape))
 
 
-__all__ = ["reshape", "broadcast_to"]
+# --- permute_dims, matrix_transpose ---------------------------------------------------------------
+@primitive("Transpose", samples=[Sample((2, 3, 4), axes=(2, 0, 1)), Sample((3, 4), axes=(1, 0)),
+                                 Sample((), axes=()), Sample((0, 2, 1), axes=(-1, 0, 1))])
+def _permute_dims(x, *, axes):
+    try:
+        return _ns(x).permute_dims(x, axes)
+    except ValueError as e:
+        raise ValueError(f"permute_dims: axes {axes} is not a permutation of the "
+                         f"{len(_shape(x))} axes of a tensor of shape {_shape(x)}") from e
+
+
+@RegisterGradient("Transpose")
+def _permute_dims_grad(op, dy):
+    # the inverse permutation: input axis a went to output position i
+    axes = op.attrs["axes"]
+    n = len(axes)
+    inverse = [0] * n
+    for i, a in enumerate(axes):
+        inverse[a % n] = i
+    return permute_dims(dy, tuple(inverse))
+
+
+def permute_dims(x, /, axes):
+    """Permute the axes of ``x``: result axis ``i`` is input axis ``axes[i]``.
+
+    axes: a permutation of ``range(x.ndim)`` (negative entries allowed). Raises ``ValueError``
+    otherwise. Gradient: the cotangent permuted by the inverse permutation.
+    """
+    return _permute_dims(x, axes=tuple(axes))
+
+
+@primitive("MatrixTranspose", samples=[Sample((3, 4)), Sample((2, 3, 4)), Sample((0, 1, 2))])
+def _matrix_transpose(x):
+    if len(_shape(x)) < 2:
+        raise ValueError(f"matrix_transpose: expected a tensor of at least 2 dimensions, got "
+                         f"shape {_shape(x)}; use reshape or expand_dims to make it a matrix")
+    return _ns(x).matrix_transpose(x)
+
+
+@RegisterGradient("MatrixTranspose")
+def _matrix_transpose_grad(op, dy):
+    return matrix_transpose(dy)
+
+
+def matrix_transpose(x, /):
+    """Swap the last two axes of ``x`` (shape ``(..., M, N)`` -> ``(..., N, M)``).
+
+    Raises ``ValueError`` if ``x`` has fewer than 2 dimensions. Gradient: the cotangent
+    transposed back.
+    """
+    return _matrix_transpose(x)
+
+
+# --- expand_dims, squeeze -------------------------------------------------------------------------
+@primitive("ExpandDims", samples=[Sample((3, 4), axis=1), Sample((), axis=0),
+                                  Sample((3, 4), axis=-1), Sample((0, 2), axis=0)])
+def _expand_dims(x, *, axis):
+    try:
+        return _ns(x).expand_dims(x, axis=axis)
+    except (ValueError, IndexError) as e:
+        raise ValueError(f"expand_dims: axis {axis} is out of range for a tensor of shape "
+                         f"{_shape(x)}; it must lie in [-ndim-1, ndim]") from e
+
+
+@RegisterGradient("ExpandDims")
+def _expand_dims_grad(op, dy):
+    return reshape(dy, op.inputs[0].shape)
+
+
+def expand_dims(x, /, *, axis=0):
+    """Insert a size-1 axis at position ``axis`` (in the result; in ``[-ndim-1, ndim]``).
+
+    Raises ``ValueError`` for an out-of-range axis. Gradient: the cotangent reshaped back.
+    """
+    return _expand_dims(x, axis=axis)
+
+
+@primitive("Squeeze", samples=[Sample((3, 1, 4), axis=1), Sample((1, 1), axis=(0, 1)),
+                               Sample((1, 0), axis=0), Sample((2, 1), axis=-1)])
+def _squeeze(x, *, axis):
+    try:
+        return _ns(x).squeeze(x, axis=axis)
+    except (ValueError, IndexError) as e:
+        raise ValueError(f"squeeze: cannot remove axis {axis} of a tensor of shape "
+                         f"{_shape(x)}; only axes of size 1 can be squeezed") from e
+
+
+@RegisterGradient("Squeeze")
+def _squeeze_grad(op, dy):
+    return reshape(dy, op.inputs[0].shape)
+
+
+def squeeze(x, /, axis):
+    """Remove the size-1 axis or axes ``axis`` (int or tuple of ints) of ``x``.
+
+    Raises ``ValueError`` if an axis is out of range or not of size 1. Gradient: the cotangent
+    reshaped back.
+    """
+    return _squeeze(x, axis=axis)
+
+
+# --- flip -----------------------------------------------------------------------------------------
+@primitive("Flip", samples=[Sample((3, 4)), Sample((3, 4), axis=1), Sample((2, 3, 4), axis=(0, 2)),
+                            Sample(()), Sample((0, 3), axis=0)])
+def _flip(x, *, axis=None):
+    return _ns(x).flip(x, axis=axis)
+
+
+@RegisterGradient("Flip")
+def _flip_grad(op, dy):
+    return flip(dy, axis=op.attrs.get("axis"))
+
+
+def flip(x, /, *, axis=None):
+    """Reverse the order of elements along ``axis`` (None: all axes; int or tuple of ints).
+
+    Shape and dtype are kept. Gradient: the cotangent flipped along the same axes.
+    """
+    return _flip(x, axis=axis)
+
+
+# --- concat, stack, unstack ---------------------------------------------------------------------
+def _check_arrays(fn, arrays):
+    if isinstance(arrays, (Tensor, str)) or not hasattr(arrays, "__len__"):
+        raise TypeError(f"{fn}: expected a list or tuple of tensors, got "
+                        f"{type(arrays).__name__}; wrap the tensors in a list")
+    if len(arrays) == 0:
+        raise ValueError(f"{fn}: needs at least one tensor, got an empty sequence")
+
+
+@primitive("Concat", samples=[Sample((2, 3), (2, 4), axis=1), Sample((2, 3), (1, 3), (0, 3)),
+                              Sample((3,), (2, 2), axis=None), Sample((1,)),
+                              Sample((2, 3, 1), (2, 3, 2), axis=-1)])
+def _concat(*arrays, axis=0):
+    try:
+        return _ns(*arrays).concat(arrays, axis=axis)
+    except ValueError as e:
+        shapes = ", ".join(str(_shape(a)) for a in arrays)
+        raise ValueError(f"concat: cannot concatenate shapes {shapes} along axis {axis}: {e}"
+                         ) from e
+
+
+@RegisterGradient("Concat")
+def _concat_grad(op, dy):
+    # each input receives its slice of the cotangent
+    axis = op.attrs.get("axis", 0)
+    grads, start = [], 0
+    if axis is None:
+        for x in op.inputs:
+            n = _size(x)
+            grads.append(reshape(dy[start:start + n], _shape(x)))
+            start += n
+        return grads
+    axis %= dy.ndim
+    lead = (slice(None),) * axis
+    for x in op.inputs:
+        n = _shape(x)[axis]
+        grads.append(dy[lead + (slice(start, start + n),)])
+        start += n
+    return grads
+
+
+def _size(x) -> int:
+    n = 1
+    for d in _shape(x):
+        n *= d
+    return n
+
+
+def concat(arrays, /, *, axis=0):
+    """Join a sequence of tensors along the existing axis ``axis`` (None: flatten them first).
+
+    arrays: a non-empty list/tuple of tensors whose shapes agree except along ``axis``; dtypes
+    are promoted. Result: the total size along ``axis``. Raises ``TypeError``/``ValueError``
+    otherwise. Gradient: the cotangent sliced back into the input pieces.
+    """
+    _check_arrays("concat", arrays)
+    return _concat(*arrays, axis=axis)
+
+
+@primitive("Stack", samples=[Sample((2, 3), (2, 3)), Sample((2, 3), (2, 3), (2, 3), axis=-1),
+                             Sample((), ()), Sample((0, 2), axis=1)])
+def _stack(*arrays, axis=0):
+    try:
+        return _ns(*arrays).stack(arrays, axis=axis)
+    except ValueError as e:
+        shapes = ", ".join(str(_shape(a)) for a in arrays)
+        raise ValueError(f"stack: cannot stack tensors of shapes {shapes} along axis {axis}; "
+                         f"they must all have the same shape ({e})") from e
+
+
+@RegisterGradient("Stack")
+def _stack_grad(op, dy):
+    return list(unstack(dy, axis=op.attrs.get("axis", 0)))
+
+
+def stack(arrays, /, *, axis=0):
+    """Join a sequence of same-shaped tensors along a new axis ``axis`` of the result.
+
+    arrays: a non-empty list/tuple of tensors of one shape ``S``; result ``S`` with
+    ``len(arrays)`` inserted at ``axis``. Raises ``TypeError``/``ValueError`` otherwise.
+    Gradient: the cotangent unstacked along ``axis``.
+    """
+    _check_arrays("stack", arrays)
+    return _stack(*arrays, axis=axis)
+
+
+@primitive("Unstack", samples=[Sample((3, 2)), Sample((2, 3, 4), axis=1), Sample((1,)),
+                               Sample((2, 0), axis=0), Sample((2, 3), axis=-1)])
+def _unstack(x, *, axis=0):
+    if not _shape(x):
+        raise ValueError("unstack: cannot unstack a 0-d tensor; it needs at least one axis")
+    return tuple(_ns(x).unstack(x, axis=axis))
+
+
+@RegisterGradient("Unstack")
+def _unstack_grad(op, *dys):
+    return stack(dys, axis=op.attrs.get("axis", 0))
+
+
+def unstack(x, /, *, axis=0):
+    """Split ``x`` along ``axis`` into a tuple of ``x.shape[axis]`` tensors without that axis.
+
+    Raises ``ValueError`` for a 0-d tensor or an out-of-range axis. Gradient: the cotangents
+    stacked back along ``axis`` (zeros for unused pieces).
+    """
+    return _unstack(x, axis=axis)
+
+
+__all__ = ["reshape", "broadcast_to", "permute_dims", "matrix_transpose", "expand_dims",
+           "squeeze", "flip", "concat", "stack", "unstack"]

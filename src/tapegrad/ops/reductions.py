@@ -5,14 +5,21 @@ The gradient of a reduction broadcasts the cotangent back over the reduced axes:
 """
 from __future__ import annotations
 
+import builtins
+import math
+
 from .._backend import namespace as _ns
-from .._registry import RegisterGradient, Sample, primitive
-from .creation import asarray
-from .manipulation import broadcast_to, reshape
+from .._registry import RegisterGradient, Sample, no_gradient, primitive
+from .creation import asarray, ones_like
+from .elementwise import astype, where
+from .manipulation import broadcast_to, flip, reshape
 
 _AXIS_SAMPLES = [Sample((3, 4)), Sample((3, 4), axis=1), Sample((2, 3, 4), axis=(0, 2)),
                  Sample((3, 4), axis=-1, keepdims=True), Sample(()), Sample((0, 3), axis=0),
                  Sample((1, 1), axis=0)]
+# max/min/var/std need at least one element in each reduced slice
+_NONEMPTY_SAMPLES = [s for s in _AXIS_SAMPLES if s.args[0] != (0, 3)] + [
+    Sample((0, 3), axis=1), Sample((2, 3, 4), axis=(1,), keepdims=True)]
 
 
 def _axes(axis, ndim):
@@ -23,10 +30,15 @@ def _axes(axis, ndim):
         axis = (axis,)
     out = []
     for a in axis:
-        if not -ndim <= a < max(ndim, 1):
+        if not -ndim <= a < builtins.max(ndim, 1):
             raise ValueError(f"axis {a} is out of range for a tensor of {ndim} dimension(s)")
         out.append(a % ndim if ndim else 0)
     return tuple(sorted(out))
+
+
+def _reduction_error(name, x, e):
+    shape = tuple(getattr(x, "shape", ()))
+    return ValueError(f"{name}: cannot reduce a tensor of shape {shape} as asked: {e}")
 
 
 def _kept_shape(shape, axis):
@@ -34,14 +46,31 @@ def _kept_shape(shape, axis):
     return tuple(1 if i in axes else d for i, d in enumerate(shape))
 
 
+def _count(shape, axis) -> int:
+    """Number of elements reduced into each output element."""
+    n = 1
+    for a in _axes(axis, len(shape)):
+        n *= shape[a]
+    return n
+
+
 def _expand_to(dy, x, axis):
     """Broadcast a reduction's cotangent ``dy`` back to the shape of ``x``."""
     return broadcast_to(reshape(dy, _kept_shape(x.shape, axis)), x.shape)
 
 
+def _kept(t, x, axis):
+    """A reduction's output or cotangent ``t`` reshaped to keep the reduced axes (size 1)."""
+    return reshape(t, _kept_shape(x.shape, axis))
+
+
+# --- sum, mean, prod -------------------------------------------------------------------------
 @primitive("Sum", samples=_AXIS_SAMPLES)
 def _sum(x, *, axis=None, dtype=None, keepdims=False):
-    return _ns(x).sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
+    try:
+        return _ns(x).sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
+    except (ValueError, IndexError) as e:
+        raise _reduction_error("sum", x, e) from e
 
 
 @RegisterGradient("Sum")
@@ -65,10 +94,233 @@ def mean(x, /, *, axis=None, keepdims=False):
     Written as ``sum(x) / n``, so its gradient is ``dy / n`` broadcast back.
     """
     x = asarray(x)
-    n = 1
-    for a in _axes(axis, x.ndim):
-        n *= x.shape[a]
+    try:
+        n = _count(x.shape, axis)
+    except ValueError as e:
+        raise ValueError(f"mean: cannot reduce a tensor of shape {x.shape} as asked: {e}") from None
     return _sum(x, axis=axis, keepdims=keepdims) / float(n)
 
 
-__all__ = ["sum", "mean"]
+@primitive("Prod", samples=_AXIS_SAMPLES + [Sample((4, 3), axis=0, keepdims=True)])
+def _prod(x, *, axis=None, dtype=None, keepdims=False):
+    try:
+        return _ns(x).prod(x, axis=axis, dtype=dtype, keepdims=keepdims)
+    except (ValueError, IndexError) as e:
+        raise _reduction_error("prod", x, e) from e
+
+
+@RegisterGradient("Prod")
+def _prod_grad(op, dy):
+    # d(prod x)/dx_i = product of the other elements of x_i's slice. Written without dividing
+    # by zero (the product p of the slice's nonzero elements and its number n0 of zeros):
+    # n0 = 0: p / x_i;  n0 = 1: p at the zero, 0 elsewhere;  n0 >= 2: 0.
+    # Exact to first order everywhere; higher orders are exact where no slice holds a zero.
+    x = op.inputs[0]
+    axis = op.attrs.get("axis")
+    zero = x == 0.0
+    safe = where(zero, ones_like(x), x)
+    p = _prod(safe, axis=axis, keepdims=True)
+    n0 = _sum(astype(zero, x.dtype), axis=axis, keepdims=True)
+    others = where(zero, where(n0 == 1.0, p, 0.0), where(n0 == 0.0, p / safe, 0.0))
+    return _kept(dy, x, axis) * others
+
+
+def prod(x, /, *, axis=None, dtype=None, keepdims=False):
+    """Product over ``axis`` (None: all axes; int or tuple of ints); 1 for empty slices.
+
+    Shapes as :func:`sum`. Gradient: the cotangent times the product of the *other* elements
+    of each slice, computed without division so that zeros in ``x`` are handled exactly.
+    """
+    return _prod(x, axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+# --- max, min --------------------------------------------------------------------------------
+@primitive("Max", samples=_NONEMPTY_SAMPLES)
+def _max(x, *, axis=None, keepdims=False):
+    try:
+        return _ns(x).max(x, axis=axis, keepdims=keepdims)
+    except (ValueError, IndexError) as e:
+        raise _reduction_error("max", x, e) from e
+
+
+@primitive("Min", samples=_NONEMPTY_SAMPLES)
+def _min(x, *, axis=None, keepdims=False):
+    try:
+        return _ns(x).min(x, axis=axis, keepdims=keepdims)
+    except (ValueError, IndexError) as e:
+        raise _reduction_error("min", x, e) from e
+
+
+def _extremum_grad(op, dy):
+    # the cotangent goes to the elements equal to the result, split evenly among ties
+    # (TensorFlow's _MinOrMaxGrad); the mask is constant, so the gradient is piecewise linear
+    x = op.inputs[0]
+    axis = op.attrs.get("axis")
+    mask = astype(x == _kept(op.outputs[0], x, axis), x.dtype)
+    return mask * (_kept(dy, x, axis) / _sum(mask, axis=axis, keepdims=True))
+
+
+RegisterGradient("Max")(_extremum_grad)
+RegisterGradient("Min")(_extremum_grad)
+
+
+def max(x, /, *, axis=None, keepdims=False):  # noqa: A001 - Array API name
+    """Maximum over ``axis`` (None: all axes; int or tuple of ints).
+
+    Shapes as :func:`sum`; raises ``ValueError`` for a reduction over an empty slice.
+    Gradient: the cotangent to the maximal elements, split evenly among ties (as TensorFlow).
+    """
+    return _max(x, axis=axis, keepdims=keepdims)
+
+
+def min(x, /, *, axis=None, keepdims=False):  # noqa: A001 - Array API name
+    """Minimum over ``axis`` (None: all axes; int or tuple of ints).
+
+    Shapes as :func:`sum`; raises ``ValueError`` for a reduction over an empty slice.
+    Gradient: the cotangent to the minimal elements, split evenly among ties (as TensorFlow).
+    """
+    return _min(x, axis=axis, keepdims=keepdims)
+
+
+# --- var, std --------------------------------------------------------------------------------
+@primitive("Var", samples=_NONEMPTY_SAMPLES + [Sample((3, 4), axis=0, correction=1.0)])
+def _var(x, *, axis=None, correction=0.0, keepdims=False):
+    try:
+        return _ns(x).var(x, axis=axis, correction=correction, keepdims=keepdims)
+    except (ValueError, IndexError) as e:
+        raise _reduction_error("var", x, e) from e
+
+
+def _centered_over_dof(x, axis, correction):
+    """``(x - mean(x)) / (N - correction)`` over ``axis``, with N the slice size."""
+    dof = _count(x.shape, axis) - correction
+    return (x - mean(x, axis=axis, keepdims=True)) * (1.0 / dof if dof > 0 else math.nan)
+
+
+@RegisterGradient("Var")
+def _var_grad(op, dy):
+    # var = sum((x - m)^2) / (N - c); d var/dx_i = 2 (x_i - m) / (N - c) (the m-terms sum to 0)
+    x = op.inputs[0]
+    axis = op.attrs.get("axis")
+    d = _centered_over_dof(x, axis, op.attrs.get("correction", 0.0))
+    return _kept(dy, x, axis) * (2.0 * d)
+
+
+@primitive("Std", samples=[  # no single-element slices: std = 0 there, its gradient infinite
+    Sample((3, 4)), Sample((3, 4), axis=1), Sample((2, 3, 4), axis=(0, 2)),
+    Sample((3, 4), axis=-1, keepdims=True), Sample((3, 4), axis=0, correction=1.0),
+    Sample((0, 3), axis=1)])
+def _std(x, *, axis=None, correction=0.0, keepdims=False):
+    try:
+        return _ns(x).std(x, axis=axis, correction=correction, keepdims=keepdims)
+    except (ValueError, IndexError) as e:
+        raise _reduction_error("std", x, e) from e
+
+
+@RegisterGradient("Std")
+def _std_grad(op, dy):
+    # std = sqrt(var): d std/dx_i = (x_i - m) / ((N - c) std)
+    x = op.inputs[0]
+    axis = op.attrs.get("axis")
+    d = _centered_over_dof(x, axis, op.attrs.get("correction", 0.0))
+    return _kept(dy / op.outputs[0], x, axis) * d
+
+
+def var(x, /, *, axis=None, correction=0.0, keepdims=False):
+    """Variance ``sum((x - mean)^2) / (N - correction)`` over ``axis`` (floating ``x``).
+
+    Shapes as :func:`sum`; NaN where ``N - correction <= 0``. Gradient:
+    ``dy * 2 (x - mean) / (N - correction)``.
+    """
+    return _var(x, axis=axis, correction=correction, keepdims=keepdims)
+
+
+def std(x, /, *, axis=None, correction=0.0, keepdims=False):
+    """Standard deviation ``sqrt(var(x, axis, correction))`` (floating ``x``).
+
+    Shapes as :func:`sum`. Gradient: ``dy * (x - mean) / ((N - correction) * std)``, infinite
+    or NaN where the slice is constant (std = 0), as for ``sqrt`` at 0.
+    """
+    return _std(x, axis=axis, correction=correction, keepdims=keepdims)
+
+
+# --- cumulative_sum --------------------------------------------------------------------------
+@primitive("CumulativeSum", samples=[
+    Sample((5,)), Sample((3, 4), axis=1), Sample((3, 4), axis=0, include_initial=True),
+    Sample((2, 3, 4), axis=-1), Sample((0, 3), axis=1),
+    Sample((3, 0), axis=1, include_initial=True),
+    Sample((1,), include_initial=True)])
+def _cumulative_sum(x, *, axis=None, dtype=None, include_initial=False):
+    if x.ndim == 0:
+        raise ValueError("cumulative_sum: x must have at least one dimension, got a 0-d "
+                         "tensor; reshape it to (1,)")
+    if axis is None and x.ndim > 1:
+        raise ValueError(f"cumulative_sum: axis is required for a tensor of {x.ndim} "
+                         "dimensions (only 1-d tensors may omit it)")
+    try:
+        return _ns(x).cumulative_sum(x, axis=axis, dtype=dtype, include_initial=include_initial)
+    except (ValueError, IndexError) as e:
+        raise _reduction_error("cumulative_sum", x, e) from e
+
+
+@RegisterGradient("CumulativeSum")
+def _cumulative_sum_grad(op, dy):
+    # y_k = sum_{j<=k} x_j, so dx_j = sum_{k>=j} dy_k: a reversed cumulative sum of dy.
+    # With include_initial, y_k = sum_{j<k} x_j: the same after dropping dy_0.
+    axis = op.attrs.get("axis")
+    axis = 0 if axis is None else axis % dy.ndim
+    if op.attrs.get("include_initial", False):
+        dy = dy[(slice(None),) * axis + (slice(1, None),)]
+    return flip(cumulative_sum(flip(dy, axis=axis), axis=axis), axis=axis)
+
+
+def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
+    """Cumulative sum along ``axis`` (required unless ``x`` is 1-d).
+
+    Result: ``x``'s shape, with one more element along ``axis`` (a leading 0) if
+    ``include_initial``. Raises ``ValueError`` for a 0-d ``x`` or a missing axis. Gradient:
+    the reversed cumulative sum of the cotangent (flip, cumulative_sum, flip).
+    """
+    return _cumulative_sum(x, axis=axis, dtype=dtype, include_initial=include_initial)
+
+
+# --- argmax, argmin --------------------------------------------------------------------------
+@primitive("ArgMax")
+def _argmax(x, *, axis=None, keepdims=False):
+    try:
+        return _ns(x).argmax(x, axis=axis, keepdims=keepdims)
+    except (ValueError, IndexError) as e:
+        raise _reduction_error("argmax", x, e) from e
+
+
+@primitive("ArgMin")
+def _argmin(x, *, axis=None, keepdims=False):
+    try:
+        return _ns(x).argmin(x, axis=axis, keepdims=keepdims)
+    except (ValueError, IndexError) as e:
+        raise _reduction_error("argmin", x, e) from e
+
+
+no_gradient("ArgMax")
+no_gradient("ArgMin")
+
+
+def argmax(x, /, *, axis=None, keepdims=False):
+    """Index of the first maximal element along ``axis`` (int; None: of the flattened ``x``).
+
+    Result: integer dtype (the backend's default index type), shape as :func:`max`. Not
+    differentiable (an integer result).
+    """
+    return _argmax(x, axis=axis, keepdims=keepdims)
+
+
+def argmin(x, /, *, axis=None, keepdims=False):
+    """Index of the first minimal element along ``axis`` (int; None: of the flattened ``x``).
+
+    Result: integer dtype, shape as :func:`min`. Not differentiable (an integer result).
+    """
+    return _argmin(x, axis=axis, keepdims=keepdims)
+
+
+__all__ = ["sum", "mean", "prod", "max", "min", "var", "std", "cumulative_sum", "argmax",
+           "argmin"]
