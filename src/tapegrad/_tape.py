@@ -120,9 +120,7 @@ def record_outputs(opdef, args, attrs, outs):
             continue
         if op is None:
             op = _new_record(opdef, args, attrs, outs)
-            if not op._float_out:
-                return
-        tape._ops.append(op)
+        tape._ops.append(op)  # ops without floating outputs too: tape.explain shows them
         watched.update(op._float_out)
 
 

@@ -52,16 +52,20 @@ def _matmul_grad(op, dy):
     # dA = dC B^T, dB = A^T dC; a 1-d operand acts as a (1, n) row / (n, 1) column whose
     # added axis is absent from dC, so it is restored in dC and removed from the gradient
     a, b = op.inputs
+    need_a, need_b = op.needs_input_grad
     if a.ndim == 1 and b.ndim == 1:  # dot product: dC is 0-d
-        return dy * b, dy * a
+        return dy * b if need_a else None, dy * a if need_b else None
     a2, b2 = a, b
     if a.ndim == 1:
         a2, dy = reshape(a, (1, a.shape[0])), expand_dims(dy, axis=-2)
     if b.ndim == 1:
         b2, dy = reshape(b, (b.shape[0], 1)), expand_dims(dy, axis=-1)
-    da = _sum_to(matmul(dy, matrix_transpose(b2)), a2.shape)
-    db = _sum_to(matmul(matrix_transpose(a2), dy), b2.shape)
-    return reshape(da, a.shape), reshape(db, b.shape)
+    da = db = None
+    if need_a:
+        da = reshape(_sum_to(matmul(dy, matrix_transpose(b2)), a2.shape), a.shape)
+    if need_b:
+        db = reshape(_sum_to(matmul(matrix_transpose(a2), dy), b2.shape), b.shape)
+    return da, db
 
 
 def matmul(x1, x2, /):
