@@ -1,0 +1,119 @@
+"""tapegrad.examples.digits: the custom ops, the data split, a short and a full training run."""
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sklearn")
+pytest.importorskip("matplotlib")
+
+import tapegrad as tg  # noqa: E402
+from tapegrad.examples import digits  # noqa: E402
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+ACCURACY_LINE = re.compile(r"^test accuracy: (\d\.\d{3})$", re.MULTILINE)
+
+
+def _assert_png(path):
+    assert path.exists()
+    assert path.read_bytes()[:8] == PNG_SIGNATURE
+    import matplotlib.image
+
+    image = matplotlib.image.imread(path)
+    assert image.ndim == 3 and image.shape[0] > 100 and image.shape[1] > 100
+
+
+def test_elu_values_and_gradient():
+    x = np.array([-2.0, -0.5, 0.5, 3.0])
+    xt = tg.constant(x)
+    with tg.GradientTape() as tape:
+        tape.watch(xt)
+        y = digits.elu(xt)
+    np.testing.assert_allclose(y.numpy(), np.where(x > 0, x, np.expm1(x)))
+    np.testing.assert_allclose(tape.gradient(y, xt).numpy(), np.where(x > 0, 1.0, np.exp(x)))
+
+
+def test_log_softmax_matches_numpy_and_is_stable():
+    x = np.array([[1.0, 2.0, 3.0], [-1.0, 0.0, 5.0]])
+    expected = x - np.log(np.exp(x).sum(-1, keepdims=True))
+    np.testing.assert_allclose(digits.log_softmax(tg.constant(x)).numpy(), expected)
+    big = digits.log_softmax(tg.constant(x * 1e4)).numpy()
+    assert np.all(np.isfinite(big))
+    np.testing.assert_allclose(big[0], [-2e4, -1e4, 0.0])
+
+
+def test_cross_entropy_value_and_gradient():
+    rng = np.random.default_rng(1)
+    logits, labels = rng.normal(size=(5, 10)), rng.integers(0, 10, size=5)
+    onehot = np.eye(10)[labels]
+    z = tg.constant(logits)
+    with tg.GradientTape() as tape:
+        tape.watch(z)
+        loss = digits.cross_entropy(z, tg.constant(onehot))
+    p = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    np.testing.assert_allclose(float(loss), -np.mean(np.log(p[np.arange(5), labels])))
+    np.testing.assert_allclose(tape.gradient(loss, z).numpy(), (p - onehot) / 5)
+
+
+def test_check_ops_passes_first_and_second_order(capsys):
+    results = digits.check_ops()
+    assert results == {(name, order): True for name in ("elu (primitive DigitsElu)",
+                                                        "log_softmax (custom_gradient)")
+                       for order in (1, 2)}
+    assert capsys.readouterr().out.count(": ok") == 4
+
+
+def test_load_data_split():
+    x_train, y_train, x_test, y_test = digits.load_data()
+    assert x_train.shape == (1437, 64) and x_test.shape == (360, 64)
+    assert x_train.dtype == np.float32 and 0.0 <= x_train.min() and x_train.max() == 1.0
+    # stratified: every class has (close to) 20% of its images in the test split
+    counts_test, counts_all = np.bincount(y_test), np.bincount(np.concatenate([y_train, y_test]))
+    np.testing.assert_allclose(counts_test / counts_all, 0.2, atol=0.01)
+
+
+def test_short_run_prints_accuracy_and_writes_png(tmp_path, capsys):
+    out = tmp_path / "loss.png"
+    result = digits.main(["--epochs", "2", "--out", str(out)])
+    text = capsys.readouterr().out
+    match = ACCURACY_LINE.search(text)
+    assert match and float(match.group(1)) == round(result["accuracy"], 3)
+    assert result["accuracy"] > 0.8  # two epochs already learn most digits
+    assert text.count("gradient check") == 4 and "FAIL" not in text
+    assert len(result["losses"]) == 2 * 45  # 1437 images in batches of 32
+    assert np.mean(result["losses"][-10:]) < np.mean(result["losses"][:10])
+    _assert_png(out)
+
+
+def test_without_tqdm_prints_epochs(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # makes `from tqdm import tqdm` fail
+    x_train, y_train, _, _ = digits.load_data()
+    losses = digits.train(digits.build_model(), x_train[:64], y_train[:64], epochs=2)
+    assert len(losses) == 4
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("epoch 1/2: running loss") and lines[1].startswith("epoch 2/2")
+
+
+def test_full_run_reaches_95_percent(tmp_path, capsys):
+    result = digits.main(["--out", str(tmp_path / "loss.png")])
+    assert result["accuracy"] >= 0.95
+    assert f"test accuracy: {result['accuracy']:.3f}" in capsys.readouterr().out
+
+
+def test_command_line_default_output(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "tapegrad.examples.digits", "--epochs", "1"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "MPLBACKEND": "Agg"})
+    assert proc.returncode == 0, proc.stderr
+    assert ACCURACY_LINE.search(proc.stdout)
+    _assert_png(tmp_path / "digits_loss.png")
+
+
+def test_bad_epochs_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as info:
+        digits.main(["--epochs", "0"])
+    assert info.value.code == 2
+    assert "--epochs must be at least 1" in capsys.readouterr().err
