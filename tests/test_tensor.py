@@ -134,3 +134,20 @@ def test_compat_tensorflow_aliases_and_float32_default():
         loss = tf.reduce_sum(tf.square(v)) + tf.reduce_max(v) + tf.math.reduce_mean(v)
     np.testing.assert_allclose(tape.gradient(loss, v).numpy(), [2.5, 5.5])
     assert tf.optimizers is tg.optimizers and tf.test is tg.test and tf.nn is tg.nn
+
+
+def test_assign_sub_in_place_only_when_nothing_else_holds_the_array():
+    v = tg.Variable(np.ones(3))
+    before = id(v._value)
+    v.assign_sub(np.full(3, 0.5))
+    assert id(v._value) == before  # nothing else held it: updated in place
+    held = v.numpy()  # a user's reference to the array
+    v.assign_sub(0.5)
+    np.testing.assert_allclose(held, [0.5, 0.5, 0.5])  # the user's array did not change
+    np.testing.assert_allclose(v.numpy(), [0.0, 0.0, 0.0])
+    del held
+    with tg.GradientTape() as tape:
+        y = tg.sum(v * v + v)
+    v.assign_add(np.full(3, 10.0))  # the tape recorded the old value: it must still see it
+    np.testing.assert_allclose(tape.gradient(y, v).numpy(), [1.0, 1.0, 1.0])
+    np.testing.assert_allclose(v.numpy(), [10.0, 10.0, 10.0])

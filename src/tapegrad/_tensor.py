@@ -8,6 +8,7 @@ reference cycle links tensors and tape records. Arithmetic operators are attache
 from __future__ import annotations
 
 import itertools
+import sys
 
 import numpy as np
 
@@ -143,8 +144,9 @@ class Variable(Tensor):
         dtype: backend dtype; defaults to the value's (Python floats: the backend's default float).
 
     A Variable works wherever a Tensor does; its value changes only through ``assign``,
-    ``assign_add`` and ``assign_sub``, which rebind (never mutate in place) the array, so a
-    tape that recorded an older value still differentiates at that value.
+    ``assign_add`` and ``assign_sub``. They rebind the array, or update it in place only when
+    nothing else references it (NumPy, by reference count), so a tape or Tensor that holds an
+    older value still sees that value.
     """
 
     __slots__ = ("trainable", "name")
@@ -172,12 +174,30 @@ class Variable(Tensor):
     def assign_add(self, delta):
         """``self = self + delta`` (``delta`` broadcastable to the shape); returns the Variable."""
         d = delta._value if isinstance(delta, Tensor) else delta
+        if self._alone(d):
+            self._value += d
+            return self
         return self._set(self._value + d)
 
     def assign_sub(self, delta):
         """``self = self - delta`` (``delta`` broadcastable to the shape); returns the Variable."""
         d = delta._value if isinstance(delta, Tensor) else delta
+        if self._alone(d):
+            self._value -= d
+            return self
         return self._set(self._value - d)
+
+    def _alone(self, d) -> bool:
+        """True if only this Variable holds its NumPy array, so an in-place update by ``d``
+        (same shape or scalar, no dtype change) is invisible to every tape and Tensor."""
+        v = self._value
+        return (type(v) is np.ndarray and sys.getrefcount(v) <= _ALONE_REFS
+                and isinstance(d, (np.ndarray, np.generic, int, float)) and v.flags.writeable and np.shape(d) in (v.shape, ())
+                and np.result_type(v, d) == v.dtype)
+
+    def _refs(self) -> int:  # the reference count _alone sees when nothing else holds the array
+        v = self._value
+        return sys.getrefcount(v)
 
     def _set(self, v):
         old = self._value
@@ -244,3 +264,6 @@ def convert_to_tensor(value, dtype=None, *, default_float=None) -> Tensor:
             )
         return value
     return constant(value, dtype, default_float=default_float)
+
+
+_ALONE_REFS = Variable(np.zeros(1))._refs()  # calibrated: counting differs across CPython versions

@@ -16,7 +16,7 @@ import numpy as _np
 
 from . import _backend
 from ._backend import namespace as _ns
-from ._registry import RegisterGradient, Sample, primitive
+from ._registry import Arg, RegisterGradient, Sample, primitive
 from ._tensor import Tensor
 from .ops.elementwise import exp, tanh, where
 from .ops.manipulation import reshape
@@ -52,8 +52,21 @@ def _relu(features):
 
 @RegisterGradient("Relu")
 def _relu_grad(op, dy):
-    # TF ReluGrad: dy where y > 0, else 0 (subgradient 0 at the kink)
-    return where(op.outputs[0] > 0, dy, 0.0)
+    return _relu_backprop(dy, op.outputs[0])
+
+
+@primitive("ReluGrad", samples=[Sample((3, 4), Arg((3, 4), (0.1, 1.0))),
+                                Sample((3, 4), Arg((3, 4), (-1.0, 1.0)))])
+def _relu_backprop(dy, y):
+    # TF ReluGrad: dy where y > 0, else 0 (subgradient 0 at the kink); one fused kernel
+    xp = _ns(dy, y)
+    return dy * xp.astype(y > 0, dy.dtype)
+
+
+@RegisterGradient("ReluGrad")
+def _relu_backprop_grad(op, ddx):
+    # linear in dy with a piecewise-constant mask: d/d(dy) = the same mask, d/dy = 0
+    return _relu_backprop(ddx, op.inputs[1]), None
 
 
 def relu(features, name=None):
