@@ -4,7 +4,7 @@ import pytest
 
 import tapegrad as tg
 from tapegrad.errors import (GradientCountError, GradientShapeError, GradientTypeError,
-                             VariablesError)
+                             NotDifferentiableError, VariablesError)
 
 
 @tg.custom_gradient
@@ -297,3 +297,95 @@ def test_numpy_function_with_overridden_gradient():
         with tg.gradient_override_map({"NumpyFunction": "CustomGradientTestNumpySinGrad"}):
             y = tg.numpy_function(np.sin, [x], Tout=tg.float64)
     np.testing.assert_allclose(tape.gradient(y, x).numpy(), np.cos([0.25]))
+
+
+# --- issue 4: provenance, dict gradients, keyword tensors ------------------------------------------
+def test_gradient_written_on_numpy_raises_when_differentiated_again():
+    @tg.custom_gradient
+    def np_cube(x):
+        def grad(dy):
+            return tg.constant(3.0 * x.numpy() ** 2) * dy
+
+        return x ** 3, grad
+
+    x = tg.Variable(2.0)
+    with tg.GradientTape() as outer:
+        with tg.GradientTape() as inner:
+            y = np_cube(x)
+        g = inner.gradient(y, x)
+    assert float(g) == 12.0  # the first derivative is fine
+    with pytest.raises(NotDifferentiableError,
+                       match="'CustomGradient:np_cube'.*np_cube.<locals>.grad .*test_custom_gradient"
+                             ".py:.*raw backend arrays"):
+        outer.gradient(g, x)
+
+
+def test_registered_gradient_returning_raw_arrays_is_once_differentiable():
+    @tg.primitive("CustomGradientTestRawSquare")
+    def raw_square(x):
+        return x * x
+
+    @tg.RegisterGradient("CustomGradientTestRawSquare")
+    def _raw_square_grad(op, dy):
+        return 2.0 * op.inputs[0].numpy() * dy.numpy()
+
+    x = tg.Variable(3.0)
+    with tg.GradientTape() as outer:
+        with tg.GradientTape() as inner:
+            y = raw_square(x)
+        g = inner.gradient(y, x)
+    assert float(g) == 6.0
+    with pytest.raises(NotDifferentiableError, match="_raw_square_grad"):
+        outer.gradient(g, x)
+
+
+def test_numpy_on_constants_inside_gradient_stays_differentiable():
+    scale = tg.constant(2.0)
+
+    @tg.custom_gradient
+    def f(x):
+        return x * x * float(scale), lambda dy: dy * x * 2.0 * float(scale)
+
+    x = tg.Variable(1.5)
+    with tg.GradientTape() as outer:
+        with tg.GradientTape() as inner:
+            y = f(x)
+        g = inner.gradient(y, x)
+    assert float(outer.gradient(g, x)) == 4.0
+
+
+def test_gradient_as_dict_keyed_by_input_name():
+    @tg.custom_gradient
+    def f(x, y):
+        return x * y, lambda dy: {"y": dy * x}
+
+    a, b = tg.Variable(2.0), tg.Variable(5.0)
+    with tg.GradientTape() as tape:
+        z = f(a, b)
+    ga, gb = tape.gradient(z, [a, b])
+    assert ga is None and float(gb) == 2.0
+
+
+def test_gradient_dict_with_unknown_name_is_an_error():
+    @tg.custom_gradient
+    def f(x):
+        return x * 2.0, lambda dy: {"z": dy}
+
+    x = tg.Variable(1.0)
+    with tg.GradientTape() as tape:
+        y = f(x)
+    with pytest.raises(GradientCountError, match="for 'z', which are not inputs; its inputs are 'x'"):
+        tape.gradient(y, x)
+
+
+def test_keyword_tensors_get_gradients():
+    @tg.custom_gradient
+    def scale(x, *, factor):
+        return x * factor, lambda dy: {"x": dy * factor, "factor": tg.sum(dy * x)}
+
+    x, w = tg.Variable([1.0, 2.0]), tg.Variable(3.0)
+    with tg.GradientTape() as tape:
+        y = tg.sum(scale(x, factor=w))
+    gx, gw = tape.gradient(y, [x, w])
+    np.testing.assert_allclose(gx.numpy(), [3.0, 3.0])
+    assert float(gw) == 3.0

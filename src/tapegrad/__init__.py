@@ -5,14 +5,14 @@ import numpy as _np
 
 from ._registry import (Arg, Sample, RegisterGradient, gradient_override_map, no_gradient,
                         primitive, registered_ops)
-from ._tape import GradientTape, Operation, UnconnectedGradients
+from ._tape import GradientTape, Operation, UnconnectedGradients, register_hook
 from ._tensor import Tensor, Variable, constant, convert_to_tensor
 from . import errors
 from . import custom_gradient as _cg
 from .custom_gradient import *  # noqa: F401,F403
 from . import ops as _ops
 from .ops import *  # noqa: F403
-from . import nn, optimizers, random, special, test  # noqa: E402
+from . import debugging, nn, optimizers, random, special, test  # noqa: E402
 
 float16, float32, float64 = _np.float16, _np.float32, _np.float64
 complex64, complex128 = _np.complex64, _np.complex128
@@ -23,7 +23,7 @@ e, pi, inf, nan, newaxis = _np.e, _np.pi, _np.inf, _np.nan, None
 
 __all__ = [
     "Tensor", "Variable", "constant", "convert_to_tensor", "GradientTape", "Operation",
-    "UnconnectedGradients", "primitive", "RegisterGradient", "no_gradient",
+    "UnconnectedGradients", "register_hook", "debugging", "primitive", "RegisterGradient", "no_gradient",
     "gradient_override_map", "registered_ops", "Sample", "Arg", "errors",
     "nn", "optimizers", "random", "special", "test", *_cg.__all__,
     "float16", "float32", "float64", "complex64", "complex128", "int8", "int16", "int32",

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 import inspect
 import threading
 import warnings
+import weakref
 
 from . import _backend, _registry
+from . import _tensor as _tensor_module
 from ._tensor import Tensor, Variable, _wrap
 from .errors import (GradientCountError, GradientShapeError, GradientTypeError,
                      NotDifferentiableError)
@@ -23,9 +26,17 @@ _SCALARS = (bool, int, float, complex)
 
 class _State(threading.local):
     def __init__(self):
-        self.tapes = []  # active tapes, innermost last; replaced (never mutated) on push/pop
+        # active tapes, innermost last, and observers (check-numerics); replaced, never mutated
+        self.tapes = list(_GLOBAL_OBSERVERS)
         self.overrides = {}  # gradient_override_map
         self.reach = frozenset()  # ids connected to the sources of the running backward pass
+        self.backward_tape = None  # the tape whose gradient is being computed (debugging.log)
+        self.grad_op = None  # the op whose gradient function is running
+        self.raw_access = False  # did that gradient function read a traced tensor's array?
+
+
+_GLOBAL_OBSERVERS = []  # observers every new thread starts with
+_HOOKS: dict = {}  # tensor id -> gradient hooks (register_hook)
 
 
 _state = _State()
@@ -108,6 +119,9 @@ def record_outputs(opdef, args, attrs, outs):
     """Record an op whose output Tensors already exist (used by ``custom_gradient``)."""
     op = None
     for tape in _state.tapes:
+        if tape._observer:
+            tape.observe(opdef, args, outs)
+            continue
         if tape._watch_vars:
             for a in args:
                 if isinstance(a, Variable) and a.trainable:
@@ -246,6 +260,19 @@ class GradientTape:
         """The Variables this tape watched, in the order they were first watched or read."""
         return tuple(self._variables.values())
 
+    # --- explanations (tapegrad.viz) ------------------------------------------------------------
+    def explain(self, target, sources):
+        """Why each source's gradient is what it is; see :func:`tapegrad.viz.explain`."""
+        from .viz import explain
+
+        return explain(self, target, sources)
+
+    def to_dot(self, target, sources=None) -> str:
+        """The recorded graph behind ``target`` as Graphviz DOT text; see :func:`tapegrad.viz.to_dot`."""
+        from .viz import to_dot
+
+        return to_dot(self, target, sources)
+
     # --- gradients -------------------------------------------------------------------------------
     def gradient(self, target, sources, output_gradients=None,
                  unconnected_gradients=UnconnectedGradients.NONE):
@@ -266,6 +293,7 @@ class GradientTape:
         self._check_usable("gradient")
         if not self._persistent and self in _state.tapes:
             self._pop()  # TensorFlow: a non-persistent tape stops recording once it is used
+        self.logs = {}
         unconnected = UnconnectedGradients(unconnected_gradients)
         targets = _flatten(target)
         cots = _cotangents(targets, output_gradients)
@@ -291,6 +319,7 @@ class GradientTape:
         self._check_usable("jacobian")
         if not self._persistent and self in _state.tapes:
             self._pop()
+        self.logs = {}
         unconnected = UnconnectedGradients(unconnected_gradients)
         if not isinstance(target, Tensor):
             raise TypeError("GradientTape.jacobian: target must be a single Tensor")
@@ -338,11 +367,17 @@ class GradientTape:
             if not reach.isdisjoint(op._in_ids):
                 active.append(op)
                 reach.update(op._float_out)
-        saved_reach, _state.reach = _state.reach, reach
+        saved = _state.reach, _state.backward_tape, _state.grad_op
+        _state.reach, _state.backward_tape = reach, self
         try:
             grads = self._reverse(active, reach, keep, targets, cotangents)
+            if _HOOKS:
+                produced = {i for op in active for i in op._out_ids}
+                for i in keep - produced:  # leaves: their gradient is complete only now
+                    if i in _HOOKS and grads.get(i) is not None:
+                        grads[i] = _run_hooks(i, grads[i])
         finally:
-            _state.reach = saved_reach
+            _state.reach, _state.backward_tape, _state.grad_op = saved
         result = []
         for s in sources:
             g = grads.get(s._id)
@@ -361,6 +396,8 @@ class GradientTape:
         grads = {}
         for t, c in zip(targets, cotangents):
             _accumulate(grads, t._id, c)
+        hooks = _HOOKS
+        outer = any(not t._observer for t in _state.tapes)  # an outer tape may differentiate
         for op in reversed(active):
             out_ids = op._out_ids
             if len(out_ids) == 1:
@@ -368,11 +405,16 @@ class GradientTape:
                 dy = grads.get(i) if i in keep else grads.pop(i, None)
                 if dy is None:
                     continue
+                if hooks and i in hooks:
+                    dy = grads[i] = _run_hooks(i, dy)
                 dys = (dy,)
             else:
                 dys = [grads.get(i) if i in keep else grads.pop(i, None) for i in out_ids]
                 if all(d is None for d in dys):
                     continue
+                if hooks:
+                    dys = [_run_hooks(i, d) if d is not None and i in hooks else d
+                           for i, d in zip(out_ids, dys)]
                 dys = [ops.zeros_like(o) if d is None else d for d, o in zip(dys, op.outputs)]
             od = op._opdef if op._override is None else _registry._OPS[op._override]
             fn = od.grad
@@ -380,7 +422,11 @@ class GradientTape:
                 if not od.differentiable:
                     continue
                 raise _no_gradient_error(od.type)
-            gs = fn(op, *dys)
+            if outer:
+                gs = _call_tracking_provenance(fn, op, dys)
+            else:
+                _state.grad_op = op
+                gs = fn(op, *dys)
             in_ids = op._in_ids
             if type(gs) is Tensor and len(in_ids) == 1:
                 gs = (gs,)
@@ -397,6 +443,125 @@ class GradientTape:
                 prev = grads.get(iid)
                 grads[iid] = g if prev is None else ops.add(prev, g)
         return grads
+
+
+def _call_tracking_provenance(fn, op, dys):
+    """Call ``fn(op, *dys)``; if it computed with raw arrays of traced tensors, or returned raw
+    arrays, its results are marked once-differentiable for the outer tapes."""
+    saved = _state.grad_op, _state.raw_access
+    _state.grad_op, _state.raw_access = op, False
+    try:
+        gs = fn(op, *dys)
+        raw = _state.raw_access
+    finally:
+        _state.grad_op, _state.raw_access = saved
+    if isinstance(gs, (list, tuple, dict)):
+        items = gs.values() if isinstance(gs, dict) else gs
+        if not raw and all(g is None or isinstance(g, Tensor) for g in items):
+            return gs
+    elif not raw and (gs is None or isinstance(gs, Tensor)):
+        return gs
+    mark = functools.partial(_once_differentiable, op, fn, dys)
+    if isinstance(gs, dict):
+        return {k: mark(g) for k, g in gs.items()}
+    if isinstance(gs, (list, tuple)):
+        return [mark(g) for g in gs]
+    return mark(gs)
+
+
+class _OnceDifferentiable:
+    """Op-type entry of a gradient computed outside tapegrad ops: differentiating it raises."""
+
+    differentiable = True
+    surrogate = False
+
+    def __init__(self, op, fn):
+        self.type = f"OnceDifferentiable({op.type})"
+        self.source_type, self.fn = op.type, fn
+
+    def param_name(self, i):
+        return f"input {i}"
+
+    def grad(self, op, *dys):
+        raise NotDifferentiableError(
+            f"cannot differentiate the gradient of op type {self.source_type!r} again: its "
+            f"gradient function {describe_fn(self.fn)} computed it with raw backend arrays "
+            "(.numpy(), np.asarray, float()) instead of tapegrad ops, so its own derivative is "
+            "unknown (it would silently be zero). Write the gradient function with tapegrad "
+            "ops, or give a second-order gradient with a nested @tg.custom_gradient")
+
+
+def _once_differentiable(op, fn, dys, g):
+    if g is None or callable(g) and not isinstance(g, Tensor):
+        return g
+    if not isinstance(g, Tensor):
+        try:
+            g = Tensor(_backend.asarray(g))
+        except TypeError:
+            return g  # not an array: _check_gradient reports it
+    out = _wrap(g._value)
+    inputs = tuple(a for a in (*op.inputs, *dys) if isinstance(a, Tensor))
+    record_outputs(_OnceDifferentiable(op, fn), inputs, {}, (out,))
+    return out
+
+
+def _note_raw_access(t):
+    """Called by Tensor.numpy(): inside a gradient function, reading a traced tensor's array
+    makes the gradient once-differentiable."""
+    if _state.grad_op is not None and not _state.raw_access:
+        for tape in _state.tapes:
+            if not tape._observer and t._id in tape._watched:
+                _state.raw_access = True
+                return
+
+
+_tensor_module._raw_access_hook = _note_raw_access
+
+
+def register_hook(tensor, fn):
+    """Call ``fn(grad)`` with the gradient flowing into ``tensor`` during ``tape.gradient``.
+
+    ``tensor``: a Tensor or Variable. ``fn`` returns ``None`` (keep the gradient: inspect it) or
+    a Tensor of the same shape and dtype that replaces it for everything upstream. The hook
+    runs once per ``gradient`` call, when the tensor's gradient is complete. Returns a handle
+    whose ``remove()`` unregisters it; hooks die with their tensor.
+    Raises ``GradientShapeError`` if ``fn`` returns a gradient of another shape or dtype.
+    """
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"register_hook: expected a Tensor or Variable, got {type(tensor).__name__}")
+    key = tensor._id
+    if key not in _HOOKS:
+        _HOOKS[key] = []
+        weakref.finalize(tensor, _HOOKS.pop, key, None)
+    _HOOKS[key].append(fn)
+    return _HookHandle(key, fn)
+
+
+class _HookHandle:
+    def __init__(self, key, fn):
+        self._key, self._fn = key, fn
+
+    def remove(self):
+        """Unregister the hook (no error if it is already gone)."""
+        fns = _HOOKS.get(self._key, [])
+        if self._fn in fns:
+            fns.remove(self._fn)
+
+
+def _run_hooks(key, g):
+    for fn in list(_HOOKS.get(key, ())):
+        new = fn(g)
+        if new is None:
+            continue
+        if not isinstance(new, Tensor) or new.shape != g.shape or new.dtype != g.dtype:
+            got = (f"shape {new.shape} and dtype {new.dtype}" if isinstance(new, Tensor)
+                   else f"a {type(new).__name__}")
+            raise GradientShapeError(
+                f"the gradient hook {describe_fn(fn)} returned {got} for a gradient of shape "
+                f"{g.shape} and dtype {g.dtype}; return None or a Tensor of the same shape and "
+                "dtype")
+        g = new
+    return g
 
 
 def _no_gradient_error(op_type):
@@ -532,6 +697,9 @@ def _check_gradient(op, k, x, g, fn):
                 f"{type(g).__name__} for {_input_label(op, k)}; return a Tensor (or None)"
             ) from None
         g = Tensor(_backend.asarray(g))
+        for obs in _state.tapes:
+            if obs._observer:
+                obs.observe(_registry._OPS["Identity"], (g,), (g,))
     gv, xv = g._value, x._value
     if gv.shape != xv.shape:
         g = _unbroadcast(op, k, x, g, fn)

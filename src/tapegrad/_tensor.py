@@ -15,6 +15,7 @@ import numpy as np
 from . import _backend
 
 _ids = itertools.count(1)
+_raw_access_hook = None  # set by _tape: notes raw-array reads inside gradient functions
 
 
 class Tensor:
@@ -61,7 +62,13 @@ class Tensor:
         return getattr(self._value, "device", "cpu")
 
     def numpy(self) -> np.ndarray:
-        """The value as a NumPy array (copied from the device for non-NumPy backends)."""
+        """The value as a NumPy array (copied from the device for non-NumPy backends).
+
+        Inside a gradient function this marks the gradient once-differentiable (see
+        ``NotDifferentiableError``): raw arrays carry no derivative.
+        """
+        if _raw_access_hook is not None:
+            _raw_access_hook(self)
         v = self._value
         if isinstance(v, (np.ndarray, np.generic)):
             return np.asarray(v)
@@ -75,6 +82,12 @@ class Tensor:
         if dtype is not None:
             a = a.astype(dtype, copy=False)
         return np.array(a, copy=True) if copy else a
+
+    def register_hook(self, fn):
+        """Inspect or replace the gradient flowing into this tensor; see :func:`tapegrad.register_hook`."""
+        from ._tape import register_hook
+
+        return register_hook(self, fn)
 
     def __array_namespace__(self, api_version=None):
         import tapegrad
@@ -102,7 +115,7 @@ class Tensor:
         return bool(self._value)
 
     def __float__(self):
-        return float(self._value)
+        return float(self.numpy())
 
     def __int__(self):
         return int(self._value)

@@ -234,4 +234,37 @@ def numpy_function(func, inp, Tout, stateful=True, name=None):  # noqa: N803
     return list(out) if isinstance(out, tuple) else out
 
 
-__all__ = ["custom_gradient", "py_function", "numpy_function"]
+def straight_through(forward_fn):
+    """``forward_fn`` with the identity as its gradient: the straight-through estimator.
+
+    ``forward_fn(x)`` must keep ``x``'s shape and dtype (``round``, ``sign``, a quantiser).
+    The gradient ``dy`` passes unchanged (Bengio, Leonard & Courville 2013); it is declared a
+    surrogate, so ``tg.test`` reports the mismatch with the true derivative instead of failing.
+    """
+    def forward(x):
+        return forward_fn(x), lambda dy: dy
+
+    forward.__name__ = f"straight_through_{getattr(forward_fn, '__name__', 'fn')}"
+    return custom_gradient(forward, surrogate=True)
+
+
+@functools.partial(custom_gradient, surrogate=True)
+def _clip_gradient(x, lo, hi):
+    from .ops import clip
+
+    return x, lambda dy: (clip(dy, lo, hi), None, None)
+
+
+def clip_gradient(x, lo, hi):
+    """Identity in the forward pass; clips the gradient flowing back to ``[lo, hi]``.
+
+    ``x``: floating Tensor of any shape; ``lo``, ``hi``: Python floats. A surrogate gradient
+    (declared as such to ``tg.test``). Raises ``ValueError`` if ``lo > hi``.
+    """
+    if lo > hi:
+        raise ValueError(f"clip_gradient: lo={lo} is greater than hi={hi}")
+    return _clip_gradient(x, float(lo), float(hi))
+
+
+__all__ = ["custom_gradient", "py_function", "numpy_function", "straight_through",
+           "clip_gradient"]

@@ -24,3 +24,7 @@ class NotDifferentiableError(LookupError):
 
 class VariablesError(TypeError):
     """A ``custom_gradient`` function reads Variables but its gradient does not accept ``variables=``."""
+
+
+class NumericsError(FloatingPointError):
+    """With ``tg.debugging.enable_check_numerics()``, an op produced a NaN or an Inf."""

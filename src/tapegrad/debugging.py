@@ -1,0 +1,73 @@
+"""Debugging aids: check-numerics mode and logging from inside gradient functions."""
+from __future__ import annotations
+
+from . import _backend, _tape
+from .errors import NumericsError
+
+__all__ = ["enable_check_numerics", "disable_check_numerics", "log"]
+
+
+class _NumericsObserver:
+    """Sees every op (forward and gradient) and raises at the first NaN or Inf it produces."""
+
+    _observer = True
+
+    def observe(self, opdef, args, outs):
+        for k, out in enumerate(outs):
+            v = out._value
+            if not _backend.is_floating(v.dtype):
+                continue
+            xp = _backend.namespace(v)
+            if bool(xp.all(xp.isfinite(v))):
+                continue
+            what = "NaN" if bool(xp.any(xp.isnan(v))) else "Inf"
+            op = _tape._state.grad_op
+            phase = (f"in the gradient of op type {op.type!r} (while differentiating it)"
+                     if _tape._state.backward_tape is not None and op is not None
+                     else "in the gradient computation" if _tape._state.backward_tape is not None
+                     else "in the forward computation")
+            shapes = ", ".join(str(tuple(a.shape)) if hasattr(a, "shape") else repr(a)
+                               for a in args)
+            raise NumericsError(
+                f"check_numerics: op type {opdef.type!r} produced {what} in output {k} "
+                f"{phase}; its inputs have shapes [{shapes}]. Disable with "
+                "tg.debugging.disable_check_numerics()")
+
+
+_OBSERVER = _NumericsObserver()
+
+
+def enable_check_numerics() -> None:
+    """Raise :class:`~tapegrad.errors.NumericsError` at the first NaN or Inf produced by any op.
+
+    Checks every forward and gradient computation (in this thread and threads started later),
+    naming the op type, whether it was forward or gradient, and the input shapes. Costs one
+    reduction per op; off by default.
+    """
+    if _OBSERVER not in _tape._GLOBAL_OBSERVERS:
+        _tape._GLOBAL_OBSERVERS.append(_OBSERVER)
+    if _OBSERVER not in _tape._state.tapes:
+        _tape._state.tapes = [_OBSERVER, *_tape._state.tapes]
+
+
+def disable_check_numerics() -> None:
+    """Turn check-numerics mode off again."""
+    if _OBSERVER in _tape._GLOBAL_OBSERVERS:
+        _tape._GLOBAL_OBSERVERS.remove(_OBSERVER)
+    _tape._state.tapes = [t for t in _tape._state.tapes if t is not _OBSERVER]
+
+
+def log(name: str, value) -> None:
+    """From inside a gradient function, keep ``value`` in ``tape.logs[name]`` (a list).
+
+    For debugging gradients without print statements: after ``tape.gradient`` returns,
+    ``tape.logs`` maps each name to the values logged during that call, in order. Raises
+    ``RuntimeError`` when no gradient is being computed.
+    """
+    tape = _tape._state.backward_tape
+    if tape is None:
+        raise RuntimeError(
+            f"tg.debugging.log({name!r}, ...) was called outside a gradient computation; call "
+            "it from a gradient function (custom_gradient or RegisterGradient) while "
+            "tape.gradient runs")
+    tape.logs.setdefault(name, []).append(value)
