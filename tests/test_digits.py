@@ -1,6 +1,7 @@
 """tapegrad.examples.digits: the custom ops, the data split, a short and a full training run."""
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -117,3 +118,56 @@ def test_bad_epochs_is_a_usage_error(capsys):
         digits.main(["--epochs", "0"])
     assert info.value.code == 2
     assert "--epochs must be at least 1" in capsys.readouterr().err
+
+
+def test_explain_flag_draws_one_training_step(tmp_path, capsys):
+    out = tmp_path / "step.png"
+    result = digits.main(["--epochs", "1", "--out", str(tmp_path / "loss.png"),
+                          "--explain", str(out)])
+    text = capsys.readouterr().out
+    assert "w1: connected through MatMul -> Add -> DigitsElu -> MatMul -> Add -> " \
+           "CustomGradient:log_softmax -> Mul" in text
+    assert "b2: connected through Add -> CustomGradient:log_softmax" in text
+    if shutil.which("dot") is None:  # the DOT text instead, and how to install Graphviz
+        assert result["explain"] == out.with_suffix(".dot")
+        assert "apt-get install graphviz" in text
+        assert "DigitsElu" in out.with_suffix(".dot").read_text()
+    else:
+        assert result["explain"] == out
+        _assert_png(out)
+    assert result["accuracy"] > 0.5  # training still runs after the picture
+
+
+def test_explain_step_svg_labels(tmp_path):
+    if shutil.which("dot") is None:
+        pytest.skip(f"Graphviz's `dot` is not installed; {tg.viz.INSTALL_HINT}")
+    x_train, y_train, _, _ = digits.load_data()
+    params = digits.build_model()
+    before = [p.numpy().copy() for p in params]
+    path = digits.explain_step(params, x_train[:32], np.eye(10, dtype=np.float32)[y_train[:32]],
+                               tmp_path / "step.svg")
+    svg = path.read_text()
+    for label in ("DigitsElu", "log_softmax", "custom_gradient", "MatMul", "(32, 128) float32",
+                  "(64, 128) float32", ">w1<", ">target<"):
+        assert label in svg, label
+    for p, b in zip(params, before):  # drawing a step does not train
+        np.testing.assert_array_equal(p.numpy(), b)
+
+
+def test_explain_step_without_graphviz_writes_dot_text(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    x_train, y_train, _, _ = digits.load_data()
+    path = digits.explain_step(digits.build_model(), x_train[:8],
+                               np.eye(10, dtype=np.float32)[y_train[:8]], tmp_path / "step.png")
+    assert path == tmp_path / "step.dot" and not (tmp_path / "step.png").exists()
+    text = path.read_text()
+    assert text.startswith("digraph tape {")
+    assert '"DigitsElu\\nuser gradient\\n(8, 128) float32"' in text
+    assert "apt-get install graphviz" in capsys.readouterr().out
+
+
+def test_explain_needs_png_or_svg(capsys):
+    with pytest.raises(SystemExit) as info:
+        digits.main(["--explain", "step.jpg"])
+    assert info.value.code == 2
+    assert "--explain PATH must end in .png or .svg" in capsys.readouterr().err

@@ -12,7 +12,7 @@ from . import custom_gradient as _cg
 from .custom_gradient import *  # noqa: F401,F403
 from . import ops as _ops
 from .ops import *  # noqa: F403
-from . import debugging, nn, optimizers, random, special, test  # noqa: E402
+from . import debugging, nn, optimizers, random, special, test, viz  # noqa: E402
 
 float16, float32, float64 = _np.float16, _np.float32, _np.float64
 complex64, complex128 = _np.complex64, _np.complex128
@@ -25,7 +25,7 @@ __all__ = [
     "Tensor", "Variable", "constant", "convert_to_tensor", "GradientTape", "Operation",
     "UnconnectedGradients", "register_hook", "debugging", "primitive", "RegisterGradient", "no_gradient",
     "gradient_override_map", "registered_ops", "Sample", "Arg", "errors",
-    "nn", "optimizers", "random", "special", "test", *_cg.__all__,
+    "nn", "optimizers", "random", "special", "test", "viz", *_cg.__all__,
     "float16", "float32", "float64", "complex64", "complex128", "int8", "int16", "int32",
     "int64", "uint8", "uint16", "uint32", "uint64", "bool", "e", "pi", "inf", "nan", "newaxis",
     *_ops.__all__,

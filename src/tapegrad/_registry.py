@@ -15,6 +15,7 @@ import numpy as np
 
 from . import _tape
 from ._tensor import Tensor, _wrap
+from ._tensor import _ids as _tensor_ids
 
 _SCALARS = (bool, int, float, complex)
 _SCALAR_TYPES = frozenset(_SCALARS)
@@ -143,13 +144,14 @@ def _make_op(opdef):
     record = _tape.record
     state = _tape._state
     T = Tensor
-    wrap1 = _wrap
+    new = object.__new__
+    ids = _tensor_ids
     scalar = _SCALAR_TYPES
 
     def wrap(out):
         if type(out) is tuple:
-            return tuple(wrap1(o) for o in out)
-        return wrap1(out)
+            return tuple(_wrap(o) for o in out)
+        return _wrap(out)
 
     # arity-specialised fast paths: no tape -> one backend call plus a few lookups
     if opdef.arity == 1:
@@ -157,7 +159,12 @@ def _make_op(opdef):
             out = forward(x._value if isinstance(x, T) else _raw(x), **attrs)
             if state.tapes:
                 return record(opdef, (x,), attrs, out)
-            return wrap1(out) if type(out) is not tuple else wrap(out)
+            if type(out) is tuple:
+                return wrap(out)
+            t = new(T)
+            t._value = out
+            t._id = next(ids)
+            return t
     elif opdef.arity == 2:
         def op(x1, x2, /, **attrs):
             out = forward(x1._value if isinstance(x1, T) else x1 if type(x1) in scalar
@@ -166,7 +173,12 @@ def _make_op(opdef):
                           else _raw(x2), **attrs)
             if state.tapes:
                 return record(opdef, (x1, x2), attrs, out)
-            return wrap1(out) if type(out) is not tuple else wrap(out)
+            if type(out) is tuple:
+                return wrap(out)
+            t = new(T)
+            t._value = out
+            t._id = next(ids)
+            return t
     else:
         def op(*args, **attrs):
             out = forward(*[a._value if isinstance(a, T) else _raw(a) for a in args], **attrs)

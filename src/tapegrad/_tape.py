@@ -72,7 +72,7 @@ class Operation:
         constants, integer tensors, Python scalars and tensors not connected to the sources.
         """
         reach = _state.reach
-        return tuple(i is not None and i in reach for i in self._in_ids)
+        return tuple([i in reach for i in self._in_ids])  # None is never in reach
 
     @property
     def name(self) -> str:
@@ -111,6 +111,16 @@ def record(opdef, args, attrs, out):
         record_outputs(opdef, args, attrs, outs)
         return outs
     t = _wrap(out)
+    tapes = _state.tapes
+    if len(tapes) == 1 and not tapes[0]._observer and not tapes[0]._watch_vars:
+        watched = tapes[0]._watched  # the common case, inlined: one tape, no Variables to note
+        for a in args:
+            if isinstance(a, Tensor) and a._id in watched:
+                op = _new_record(opdef, args, attrs, (t,))
+                tapes[0]._ops.append(op)
+                watched.update(op._float_out)
+                break
+        return t
     record_outputs(opdef, args, attrs, (t,))
     return t
 
@@ -122,15 +132,15 @@ def record_outputs(opdef, args, attrs, outs):
         if tape._observer:
             tape.observe(opdef, args, outs)
             continue
-        if tape._watch_vars:
-            for a in args:
-                if isinstance(a, Variable) and a.trainable:
-                    tape._note_variable(a)
         watched = tape._watched
+        traced = False
         for a in args:
-            if isinstance(a, Tensor) and a._id in watched:
-                break
-        else:
+            if isinstance(a, Tensor):
+                if tape._watch_vars and isinstance(a, Variable) and a.trainable:
+                    tape._note_variable(a)
+                if a._id in watched:
+                    traced = True
+        if not traced:
             continue
         if op is None:
             op = _new_record(opdef, args, attrs, outs)
@@ -138,34 +148,44 @@ def record_outputs(opdef, args, attrs, outs):
         watched.update(op._float_out)
 
 
+def _as_input(a):
+    if isinstance(a, Tensor):
+        return a._snapshot() if isinstance(a, Variable) else a
+    if isinstance(a, _SCALARS) or a is None:
+        return a
+    return Tensor(_registry._raw(a))  # a backend array: a constant to every tape
+
+
 def _new_record(opdef, args, attrs, outs):
-    op = Operation()
+    op = _new_object(Operation)
     op._opdef = opdef
-    inputs, in_ids = [], []  # in_ids: ids of floating tensor inputs, None for the rest
     for a in args:
-        if isinstance(a, Tensor):
-            if isinstance(a, Variable):
-                a = a._snapshot()
-            in_ids.append(a._id if _floating(a._value) else None)
-        else:
-            if not (isinstance(a, _SCALARS) or a is None):
-                a = Tensor(_registry._raw(a))  # a backend array: a constant to every tape
-            in_ids.append(None)
-        inputs.append(a)
-    op.inputs = tuple(inputs)
-    op._in_ids = tuple(in_ids)
+        if type(a) is not Tensor and not (type(a) in _SCALAR_TYPES or a is None):
+            args = tuple(_as_input(a) for a in args)  # Variables are snapshotted
+            break
+    op.inputs = args
+    # ids of tensor inputs (None for scalars); only floating ones are ever traced
+    if len(args) == 1:
+        a = args[0]
+        op._in_ids = (a._id if isinstance(a, Tensor) else None,)
+    else:
+        op._in_ids = tuple([a._id if isinstance(a, Tensor) else None for a in args])
     op.outputs = outs
     op.attrs = attrs
     if len(outs) == 1:
         o = outs[0]
-        op._out_ids = (o._id,)
-        op._float_out = op._out_ids if _floating(o._value) else ()
+        op._out_ids = ids = (o._id,)
+        op._float_out = ids if _floating(o._value) else ()
     else:
         op._out_ids = tuple(o._id for o in outs)
         op._float_out = tuple(o._id for o in outs if _floating(o._value))
     overrides = _state.overrides
     op._override = overrides.get(opdef.type) if overrides else None
     return op
+
+
+_new_object = object.__new__
+_SCALAR_TYPES = frozenset(_SCALARS)
 
 
 class GradientTape:
@@ -430,7 +450,7 @@ class GradientTape:
             in_ids = op._in_ids
             if type(gs) is Tensor and len(in_ids) == 1:
                 gs = (gs,)
-            else:
+            elif type(gs) is not tuple or len(gs) != len(in_ids):
                 gs = _as_gradient_list(gs, op, fn)
             for k, iid in enumerate(in_ids):
                 g = gs[k]

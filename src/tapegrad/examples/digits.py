@@ -1,6 +1,6 @@
 """Train a small MLP on scikit-learn's handwritten digits, with custom-gradient ops.
 
-Run ``python -m tapegrad.examples.digits [--out PATH] [--epochs N] [--seed S]``.
+Run ``python -m tapegrad.examples.digits [--out PATH] [--epochs N] [--seed S] [--explain PATH]``.
 
 The demo follows the custom-gradient workflow end to end:
 
@@ -13,6 +13,10 @@ The demo follows the custom-gradient workflow end to end:
 4. report the held-out accuracy as ``test accuracy: 0.xxx`` and save the training-loss curve
    as a PNG.
 
+``--explain PATH`` first records one training step on a tape, prints ``tape.explain`` for the
+parameters and draws the tape (``tg.viz``) to ``PATH`` (``.png`` or ``.svg``); without
+Graphviz's ``dot`` program it writes the DOT text next to it and prints how to install it.
+
 Data: ``sklearn.datasets.load_digits`` (1797 8x8 images bundled with scikit-learn, no
 download), pixels scaled to [0, 1], 20% held out with ``train_test_split(test_size=0.2,
 random_state=0, stratify=y)``. Needs the ``examples`` extra (scikit-learn, matplotlib, tqdm).
@@ -20,6 +24,7 @@ random_state=0, stratify=y)``. Needs the ``examples`` extra (scikit-learn, matpl
 from __future__ import annotations
 
 import argparse
+import pathlib
 import time
 
 import numpy as np
@@ -210,21 +215,56 @@ def plot_losses(losses, path, steps_per_epoch: int | None = None) -> None:
     plt.close(fig)
 
 
+def explain_step(params, x, onehot, path) -> pathlib.Path:
+    """Record one training step on a tape, print ``tape.explain`` and draw the tape to ``path``.
+
+    x: a batch (n, 64), onehot: its one-hot labels (n, 10). The picture (``.png`` or ``.svg``
+    by suffix) shows the recorded ops from the parameters to the loss with their output shapes,
+    the custom ops highlighted. Without Graphviz's ``dot`` program the DOT text is written to
+    ``path`` with the suffix ``.dot`` instead, and the install command is printed. Returns the
+    path written. The parameters are not updated.
+    """
+    xb, tb = tg.constant(x), tg.constant(onehot)
+    with tg.GradientTape() as tape:
+        loss = cross_entropy(forward(params, xb), tb)
+    print(tape.explain(loss, params))
+    graph = tg.viz.graph(tape, loss, params)
+    try:
+        path = graph.render(path)
+    except tg.viz.GraphvizNotFoundError:
+        path = graph.render(pathlib.Path(path).with_suffix(".dot"))
+        print(f"Graphviz's `dot` program is missing, so the tape's picture was saved as DOT "
+              f"text to {path}; to render it, {tg.viz.INSTALL_HINT}")
+        return path
+    print(f"picture of one training step saved to {path}")
+    return path
+
+
 def main(argv=None) -> dict:
-    """Command-line entry point; returns ``{"accuracy", "losses", "checks", "out"}``."""
+    """Command-line entry point; returns ``{"accuracy", "losses", "checks", "out", "explain"}``."""
     parser = argparse.ArgumentParser(prog="python -m tapegrad.examples.digits",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="digits_loss.png", help="PNG file for the loss curve")
     parser.add_argument("--epochs", type=int, default=30, help="training epochs (default 30)")
     parser.add_argument("--seed", type=int, default=0, help="initialisation/shuffling seed")
+    parser.add_argument("--explain", metavar="PATH", default=None,
+                        help="draw the tape of one training step to PATH (.png or .svg)")
     args = parser.parse_args(argv)
     if args.epochs < 1:
         parser.error("--epochs must be at least 1")
+    if args.explain is not None and pathlib.Path(args.explain).suffix.lower() not in (
+            ".png", ".svg"):
+        parser.error("--explain PATH must end in .png or .svg")
 
     checks = check_ops(args.seed)
     x_train, y_train, x_test, y_test = load_data(args.seed)
     params = build_model(args.seed)
     batch_size = 32
+    explained = None
+    if args.explain is not None:
+        explained = explain_step(params, x_train[:batch_size],
+                                 np.eye(CLASSES, dtype=params[0].dtype)[y_train[:batch_size]],
+                                 args.explain)
     t0 = time.perf_counter()
     losses = train(params, x_train, y_train, epochs=args.epochs, batch_size=batch_size,
                    seed=args.seed)
@@ -234,7 +274,8 @@ def main(argv=None) -> dict:
     print(f"loss curve saved to {args.out}")
     accuracy = evaluate(params, x_test, y_test)
     print(f"test accuracy: {accuracy:.3f}")
-    return {"accuracy": accuracy, "losses": losses, "checks": checks, "out": args.out}
+    return {"accuracy": accuracy, "losses": losses, "checks": checks, "out": args.out,
+            "explain": explained}
 
 
 if __name__ == "__main__":

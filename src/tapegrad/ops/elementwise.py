@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as _np
+
 from .._backend import namespace as _ns
+
+_ndarray = _np.ndarray
 from .._registry import Arg, RegisterGradient, Sample, no_gradient, primitive
 
 _UNARY_SHAPES = [(3, 4), (), (0, 3), (1,)]
@@ -29,8 +33,11 @@ def _binary_samples(d1, d2):
 
 def _unary_forward(name):
     fns = {}  # the namespace's function, cached per array class
+    np_fn = getattr(_np, name)
 
     def forward(x):
+        if type(x) is _ndarray:
+            return np_fn(x)
         f = fns.get(type(x))
         if f is None:
             f = fns[type(x)] = getattr(_ns(x), name)
@@ -42,8 +49,11 @@ def _unary_forward(name):
 
 def _binary_forward(name):
     fns = {}
+    np_fn = getattr(_np, name)
 
     def forward(x1, x2):
+        if type(x1) is _ndarray:
+            return np_fn(x1, x2)
         key = (type(x1), type(x2))
         f = fns.get(key)
         if f is None:
