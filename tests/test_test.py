@@ -244,3 +244,304 @@ def test_check_gradients_tolerance_arguments_are_used():
     tg.test.check_gradients(_wrong_square, [x], atol=1.5, rtol=0.0)
     with pytest.raises(AssertionError, match="atol=0.5"):
         tg.test.check_gradients(_wrong_square, [x], atol=0.5, rtol=0.0)
+
+
+# --- check_custom_gradient: the contract of custom gradients -------------------------------------
+@tg.primitive("TestSteSign")
+def _ste_sign(x):
+    return _ns(x).sign(x)
+
+
+@tg.RegisterGradient("TestSteSign", surrogate=True)
+def _ste_sign_grad(op, dy):
+    return dy  # straight-through: the derivative of sign is 0 away from 0
+
+
+@tg.primitive("TestScaleShapeBad")
+def _scale_shape_bad(x, w):
+    return _ns(x).multiply(x, w)
+
+
+@tg.RegisterGradient("TestScaleShapeBad")
+def _scale_shape_bad_grad(op, dy):
+    x, w = op.inputs
+    return dy * w, tg.sum(dy * x)  # w has shape (3,): its gradient must not be summed to 0-d
+
+
+def _triple_square():
+    @tg.custom_gradient
+    def square(x):
+        def grad(dy):
+            return dy * 3.0 * x  # wrong factor: 2 x is right
+
+        return x * x, grad
+
+    return square
+
+
+def _between(message, before, after):
+    return message.split(before, 1)[1].split(after, 1)[0]
+
+
+def test_check_custom_gradient_names_a_wrong_factor():
+    square = _triple_square()
+    x = np.array([0.5, -1.0, 2.0])
+    with pytest.raises(AssertionError) as info:
+        tg.test.check_custom_gradient(square, [x])
+    msg = str(info.value)
+    assert "FAILED    op 0: CustomGradient:square" in msg and "1 failed" in msg
+    assert "does not match central differences of its forward" in msg
+    assert "gradient / derivative = 1.5" in msg
+    # the worst element is the largest |x|: gradient 3 x = 6, derivative 2 x = 4
+    assert "input 0 ('x') at index (2,)" in msg
+    worst = _between(msg, "input 0 ('x') at index (2,), output index (2,): ", ", |difference|")
+    grad, derivative = (float(t.split()[-1]) for t in worst.split(", "))
+    assert grad == 6.0 and abs(derivative - 4.0) < 1e-6
+    assert "seed=0" in msg and "default_rng([0, n])" in msg
+
+
+def test_check_gradients_blames_the_wrong_custom_gradient_by_name():
+    square = _triple_square()
+    x = np.array([0.5, -1.0, 2.0])
+    with pytest.raises(AssertionError) as info:
+        tg.test.check_gradients(lambda t: tg.sum(tg.sin(t) + square(t)), [x])
+    msg = str(info.value)
+    # the whole function's worst element first: d/dx = cos x + 3 x vs cos x + 2 x at x = 2
+    assert abs(_numbers(msg, "analytic") - (np.cos(2.0) + 6.0)) < 1e-9
+    assert abs(_numbers(msg, "numeric") - (np.cos(2.0) + 4.0)) < 1e-6
+    # then the custom gradient it uses, checked on its own and named
+    assert "likely cause: the custom gradient of CustomGradient:square" in msg
+    assert "custom gradients met by check_gradients" in msg
+    assert "FAILED    op 0: CustomGradient:square" in msg
+
+
+def test_check_gradients_fails_on_a_broken_contract_even_when_masked():
+    square = _triple_square()  # its output is multiplied by 0: f's own gradient is right
+    with pytest.raises(AssertionError) as info:
+        tg.test.check_gradients(lambda t: t + 0.0 * square(t), [np.array([1.0, 2.0])])
+    msg = str(info.value)
+    assert "breaks the gradient contract" in msg and "match central differences here" in msg
+    assert "CustomGradient:square" in msg and "gradient / derivative = 1.5" in msg
+
+
+def test_check_custom_gradient_catches_gradient_not_linear_in_dy():
+    @tg.custom_gradient
+    def custom_op(x):
+        def grad(dy):
+            return dy * tg.sin(x) + 0.1 * x  # the `+ 0.1 x` term does not scale with dy
+
+        return x ** 2, grad
+
+    x = np.array([1.0, 2.0, -0.5])
+    with pytest.raises(AssertionError) as info:
+        tg.test.check_custom_gradient(custom_op, [x])
+    msg = str(info.value)
+    assert "not linear in the upstream gradient dy" in msg and "input 0 ('x')" in msg
+    # g(a dy1 + b dy2) - a g(dy1) - b g(dy2) = 0.1 x (1 - a - b) at the printed index
+    a = float(_between(msg, "(a=", ","))
+    b = float(_between(msg, "b=", ";"))
+    index = int(_between(msg, "at index (", ",)"))
+    got, expect = (float(t) for t in _between(msg, f"({index},): ", ")").split(" vs "))
+    assert abs((got - expect) - 0.1 * x[index] * (1 - a - b)) < 1e-9
+
+
+def test_linear_gradients_pass_and_the_report_lists_them():
+    @tg.custom_gradient
+    def cube(x):
+        def grad(dy):
+            return dy * 3.0 * x * x
+
+        return x * x * x, grad
+
+    def f(x, t):
+        return tg.sum(cube(x)) + _threshold_free(x, t)
+
+    def _threshold_free(x, t):
+        return tg.sum(tg.sin(x * t))
+
+    report = tg.test.check_custom_gradient(f, [np.array([0.3, -1.2]), np.array(0.7)])
+    assert [(c.op_type, c.status) for c in report.ops] == [("CustomGradient:cube", "passed")]
+    assert not report.failed and "1 passed" in str(report)
+    # built-in ops are not custom gradients
+    assert tg.test.check_custom_gradient(tg.sin, [np.ones(3)]).ops == []
+    tg.test.check_gradients(f, [np.array([0.3, -1.2]), np.array(0.7)], order=2)
+
+
+def test_check_custom_gradient_catches_a_wrong_shape():
+    x, w = np.ones((2, 3)), np.array([1.0, 2.0, 3.0])
+    with pytest.raises(AssertionError) as info:
+        tg.test.check_custom_gradient(_scale_shape_bad, [x, w])
+    msg = str(info.value)
+    assert "FAILED    op 0: TestScaleShapeBad" in msg and "GradientShapeError" in msg
+    assert "shape () for input 1 ('w'), which has shape (3,)" in msg
+    # check_gradients names the op too, and quotes the tape's error
+    with pytest.raises(AssertionError) as info:
+        tg.test.check_gradients(_scale_shape_bad, [x, w])
+    msg = str(info.value)
+    assert "breaks the gradient contract" in msg and "TestScaleShapeBad" in msg
+    assert "the gradient check of the whole function raised GradientShapeError" in msg
+
+
+def test_check_custom_gradient_catches_a_wrong_count():
+    @tg.custom_gradient
+    def scale(x, w):
+        def grad(dy):
+            return dy * w  # no gradient for w
+
+        return x * w, grad
+
+    with pytest.raises(AssertionError, match=r"GradientCountError: .* returned 1 gradient\(s\) "
+                                             r"for 2 input\(s\)"):
+        tg.test.check_custom_gradient(scale, [np.ones(2), np.ones(2)])
+
+
+def _ste_round():
+    @tg.custom_gradient(surrogate=True)
+    def ste_round(x):
+        def grad(dy):
+            return dy  # straight-through estimator: the derivative of round is 0
+
+        return tg.round(x), grad
+
+    return ste_round
+
+
+def test_surrogate_gradient_is_reported_not_failed():
+    ste_round = _ste_round()
+    x = np.array([0.3, 1.6, -0.7])
+    report = tg.test.check_custom_gradient(ste_round, [x])
+    (check,) = report.ops
+    assert check.status == "surrogate" and report.failed == []
+    text = str(report)
+    assert "surrogate gradient of CustomGradient:ste_round: differs from the derivative by 1 " \
+        in text and "as declared" in text
+    assert "1 declared surrogate (reported, not failed)" in text
+    # the same gradient without the declaration fails
+    plain = tg.custom_gradient(ste_round.__wrapped__)
+    with pytest.raises(AssertionError, match="FAILED"):
+        tg.test.check_custom_gradient(plain, [x])
+
+
+def test_check_gradients_passes_through_a_declared_surrogate_and_says_so():
+    ste_round = _ste_round()
+    x = np.array([0.3, 1.6, -0.7])
+    with pytest.warns(tg.test.SurrogateGradientWarning) as record:
+        assert tg.test.check_gradients(lambda t: tg.sum(ste_round(t) * t), [x], order=2) is None
+    msg = str(record[0].message)
+    assert "passed, with declared surrogate gradients" in msg
+    assert "not failed: the gradient with respect to input 0 passes through the declared " \
+        "surrogate gradient(s) CustomGradient:ste_round" in msg
+    # d/dx (round(x) x) is round(x); the straight-through gradient adds x
+    assert abs(_numbers(msg, "analytic") - 3.6) < 1e-9 and abs(_numbers(msg, "numeric") - 2) < 1e-6
+    # an input that does not reach the surrogate is still checked
+    square = _triple_square()
+    with pytest.raises(AssertionError, match="input 1"):
+        tg.test.check_gradients(lambda t, s: tg.sum(ste_round(t)) + tg.sum(square(s)),
+                                [x, np.array([1.0, 2.0])])
+
+
+def test_registered_surrogate_and_non_linear_surrogate_are_reported():
+    report = tg.test.check_custom_gradient(_ste_sign, [np.array([0.5, -1.5])])
+    assert [c.status for c in report.ops] == ["surrogate"]
+    assert "surrogate gradient of TestSteSign: differs from the derivative by 1" in str(report)
+
+    @tg.custom_gradient(surrogate=True)
+    def custom_op(x):
+        def grad(dy):
+            return dy * tg.sin(x) + 0.1 * x
+
+        return x ** 2, grad
+
+    report = tg.test.check_custom_gradient(custom_op, [np.array([1.0, 2.0])])
+    text = str(report)
+    assert report.ops[0].status == "surrogate"
+    assert "warning: not linear in the upstream gradient dy" in text
+    assert "reported only, as declared surrogate" in text
+
+
+def test_check_custom_gradient_replays_with_the_same_seed():
+    square = _triple_square()
+
+    def report(seed):
+        with pytest.raises(AssertionError) as info:
+            tg.test.check_custom_gradient(square, [np.array([0.5, -1.0, 2.0])], seed=seed)
+        return str(info.value)
+
+    assert report(3) == report(3)
+    assert "seed=3" in report(3) and "default_rng([3, n])" in report(3)
+
+
+# --- check_gradients: self-explaining reports ------------------------------------------------------
+def _table_rows(msg):
+    lines = msg.splitlines()
+    start = next(k for k, line in enumerate(lines) if "input index" in line) + 1
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("    ("):
+            break
+        rows.append(line)
+    return rows
+
+
+def test_failure_table_lists_the_worst_elements_with_errors():
+    b = np.array([[0.1, 1.6, 0.3], [1.8, 1.9, 0.5]])  # three elements > 1.5 are one too large
+    with pytest.raises(AssertionError) as info:
+        tg.test.check_gradients(_wrong_square, [b])
+    msg = str(info.value)
+    assert "3 of 36 Jacobian elements outside the tolerance:" in msg
+    rows = _table_rows(msg)
+    assert len(rows) == 3
+    seen = set()
+    for row in rows:
+        index = tuple(int(t) for t in re.findall(r"\d+", row.split(")")[0]))
+        analytic, numeric, abs_err, rel_err = (float(t) for t in row.split(")")[-1].split()[:4])
+        seen.add(index)
+        assert abs(analytic - (2 * b[index] + 1)) < 1e-6
+        assert abs(numeric - 2 * b[index]) < 1e-5
+        assert abs(abs_err - 1.0) < 1e-3 and abs(rel_err - 1 / (2 * b[index])) < 1e-3
+    assert seen == {(0, 1), (1, 0), (1, 1)}
+    assert "non-differentiable point" not in msg  # a smooth function: a real bug
+    assert "promoted" not in msg
+    assert "finite-difference step eps=1e-06, chosen for float64 results" in msg
+
+
+def test_failure_table_keeps_the_worst_five():
+    x = np.linspace(1.6, 2.5, 8)  # all 8 elements are one too large
+    with pytest.raises(AssertionError) as info:
+        tg.test.check_gradients(_wrong_square, [x])
+    msg = str(info.value)
+    assert "8 of 64 Jacobian elements outside the tolerance; the worst 5:" in msg
+    assert len(_table_rows(msg)) == 5
+
+
+def test_kink_is_flagged_as_non_differentiable_point():
+    # relu at 0: the gradient says 0, the central difference averages 0 and 3
+    with pytest.raises(AssertionError) as info:
+        tg.test.check_gradients(lambda t: tg.nn.relu(t) * 3.0, [np.array([0.0, 1.0, -0.5])])
+    msg = str(info.value)
+    (row,) = _table_rows(msg)
+    assert row.strip().startswith("(0,)")
+    assert "kink: one-sided differences 3 (right) and 0 (left) disagree; " \
+        "non-differentiable point, not necessarily a bug" in row
+    # abs a tenth of a step from its kink at 0: the central difference is 0.1, the gradient 1
+    with pytest.raises(AssertionError) as info:
+        tg.test.check_gradients(tg.abs, [np.array([1e-7, 2.0])])
+    msg = str(info.value)
+    assert abs(_numbers(msg, "analytic") - 1.0) < 1e-12
+    assert abs(_numbers(msg, "numeric") - 0.1) < 1e-6
+    assert "non-differentiable point, not necessarily a bug" in msg
+
+
+def test_float32_inputs_are_promoted_and_the_report_says_so():
+    x = np.array([1.0, 2.0], dtype=np.float32)
+    with pytest.raises(AssertionError) as info:
+        tg.test.check_gradients(_wrong_square, [x])
+    msg = str(info.value)
+    assert "float32 inputs were promoted to float64 for this check (input 0)" in msg
+    assert "eps=1e-06, chosen for float64 results" in msg
+    assert abs(_numbers(msg, "analytic") - 5.0) < 1e-9  # float64 accuracy, not float32
+    # a function that computes in float32 gets the float32 step
+    with pytest.raises(AssertionError) as info:
+        tg.test.check_gradients(lambda t: _wrong_square(tg.astype(t, tg.float32)),
+                                [np.array([1.0, 2.0])])
+    assert "eps=0.001, chosen for float32 results" in str(info.value)
