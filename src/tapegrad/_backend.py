@@ -5,9 +5,18 @@ itself; any other array resolves through ``array_api_compat.array_namespace``. T
 cached per array class, so resolution costs one dict lookup on the hot path.
 
 Kernels the standard lacks (scatter-add) are registered per namespace with
-:func:`register_kernel` and looked up with :func:`kernel`.
+:func:`register_kernel` and looked up with :func:`kernel`; a backend without its own kernel
+gets the NumPy one through a round trip (correct, not fast).
+
+The *default namespace* holds the arrays made from Python values and NumPy arrays
+(``tg.constant``, ``tg.Variable``, creation functions). It is NumPy unless set with
+:func:`set_default_namespace` or the environment variable ``TAPEGRAD_ARRAY_BACKEND`` (a module
+name such as ``array_api_strict`` or ``cupy``), read at import.
 """
 from __future__ import annotations
+
+import importlib
+import os
 
 import numpy as np
 
@@ -26,7 +35,7 @@ def namespace(*values):
         if isinstance(v, _SCALARS) or v is None:
             continue
         if isinstance(v, (list, tuple)):
-            return np
+            return _default
         cls = type(v)
         xp = _NAMESPACES.get(cls)
         if xp is None:
@@ -58,11 +67,58 @@ def asarray(value, dtype=None, xp=None):
     """Convert ``value`` (scalar, nested sequence, backend array) to a backend array.
 
     Without ``dtype``, Python floats become the backend's default float (float64 on NumPy),
-    Python ints its default integer. ``xp`` picks the backend (default: ``value``'s own, else NumPy).
+    Python ints its default integer. ``xp`` picks the backend (default: ``value``'s own for a
+    non-NumPy backend array, else the default namespace).
     """
     if xp is None:
         xp = namespace(value)
-    return xp.asarray(value, dtype=dtype)
+        if xp is np and _default is not np:
+            xp = _default
+    if xp is not np and isinstance(value, (np.ndarray, np.generic)):
+        value = value.tolist() if value.ndim == 0 else value
+    return xp.asarray(value, dtype=xp_dtype(xp, dtype))
+
+
+def default_namespace():
+    """The namespace that holds arrays made from Python values and NumPy arrays."""
+    return _default
+
+
+def set_default_namespace(xp) -> None:
+    """Make ``xp`` (an Array API namespace module, or its name) the default namespace."""
+    global _default
+    if isinstance(xp, str):
+        xp = _import_namespace(xp)
+    _default = xp
+
+
+def _import_namespace(name: str):
+    if name in ("numpy", "np", ""):
+        return np
+    try:
+        module = importlib.import_module(name)
+    except ImportError as e:
+        raise ImportError(f"TAPEGRAD_ARRAY_BACKEND={name!r}: cannot import it ({e}); install it "
+                          "or unset the variable") from e
+    if not hasattr(module, "__array_api_version__"):
+        import array_api_compat
+
+        module = array_api_compat.array_namespace(module.asarray([0]))
+    _NAMESPACES.setdefault(type(module.asarray([0])), module)
+    return module
+
+
+def np_dtype(dtype):
+    """The NumPy dtype with the same name as a backend ``dtype`` (tapegrad's dtype objects)."""
+    if isinstance(dtype, np.dtype):
+        return dtype
+    found = _NP_DTYPES.get(dtype)
+    if found is None:
+        found = _NP_DTYPES[dtype] = np.dtype(_dtype_name(dtype))
+    return found
+
+
+_NP_DTYPES: dict = {}
 
 
 def is_floating(dtype) -> bool:
@@ -88,14 +144,49 @@ def register_kernel(xp_name: str, name: str, fn) -> None:
 
 
 def kernel(xp, name: str):
-    """Look up the kernel ``name`` for namespace ``xp``; raises ``NotImplementedError`` if absent."""
+    """Look up the kernel ``name`` for namespace ``xp``; without one, the NumPy kernel wrapped in
+    a round trip through NumPy. Raises ``NotImplementedError`` if neither exists."""
     try:
         return _KERNELS[(xp.__name__, name)]
     except KeyError:
-        raise NotImplementedError(
-            f"the backend {xp.__name__!r} has no {name!r} kernel registered; register one with "
-            f"tapegrad._backend.register_kernel({xp.__name__!r}, {name!r}, fn)"
-        ) from None
+        pass
+    if ("numpy", name) in _KERNELS:
+        return _via_numpy(xp, _KERNELS[("numpy", name)])
+    raise NotImplementedError(
+        f"the backend {xp.__name__!r} has no {name!r} kernel registered; register one with "
+        f"tapegrad._backend.register_kernel({xp.__name__!r}, {name!r}, fn)")
+
+
+def to_numpy(a):
+    """A backend array (or anything array-like) as a NumPy array."""
+    if isinstance(a, (np.ndarray, np.generic)) or not hasattr(a, "__dlpack__"):
+        return np.asarray(a)
+    try:
+        return np.from_dlpack(a)
+    except (TypeError, RuntimeError, BufferError):
+        return np.asarray(a)
+
+
+def _via_numpy(xp, fn):
+    def kernel_via_numpy(*args, **kwargs):
+        return xp.asarray(fn(*[_numpy_arg(a) for a in args], **kwargs))
+
+    return kernel_via_numpy
+
+
+def _numpy_arg(a):
+    """Backend arrays and dtypes (also inside tuples and lists) as NumPy's, for a round trip."""
+    if isinstance(a, (tuple, list)):
+        return type(a)(_numpy_arg(x) for x in a)
+    if hasattr(a, "__dlpack__"):
+        return to_numpy(a)
+    if a is None or isinstance(a, (*_SCALARS, slice, str, np.generic, np.ndarray, np.dtype)) \
+            or a is Ellipsis or isinstance(a, type):
+        return a
+    try:
+        return np_dtype(a)
+    except TypeError:
+        return a
 
 
 def _numpy_scatter_add(shape, dtype, key, values):
@@ -105,3 +196,30 @@ def _numpy_scatter_add(shape, dtype, key, values):
 
 
 register_kernel("numpy", "scatter_add", _numpy_scatter_add)
+
+
+def xp_dtype(xp, dtype):
+    """``dtype`` as namespace ``xp``'s own dtype object (``None`` stays ``None``).
+
+    Accepts a dtype of ``xp``, a NumPy dtype or scalar type (``tg.float32``), or a name such as
+    ``"float32"``. Raises ``TypeError`` for a dtype ``xp`` does not have.
+    """
+    if dtype is None or xp is np:
+        return dtype
+    name = dtype if isinstance(dtype, str) else _dtype_name(dtype)
+    try:
+        return getattr(xp, name)
+    except AttributeError:
+        raise TypeError(f"the backend {xp.__name__!r} has no dtype {name!r}") from None
+
+
+def _dtype_name(dtype) -> str:
+    try:
+        return np.dtype(dtype).name
+    except TypeError:
+        return str(dtype).rsplit(".", 1)[-1].strip("'>")  # another library's dtype object
+
+
+_default = np
+if os.environ.get("TAPEGRAD_ARRAY_BACKEND"):
+    set_default_namespace(os.environ["TAPEGRAD_ARRAY_BACKEND"])

@@ -13,7 +13,7 @@ import inspect
 
 import numpy as np
 
-from . import _tape
+from . import _backend, _tape
 from ._tensor import Tensor, _wrap
 from ._tensor import _ids as _tensor_ids
 
@@ -190,10 +190,13 @@ def _make_op(opdef):
 
 
 def _raw(a):
+    """A non-Tensor op input as a backend value: scalars stay, sequences and (under another
+    default backend) NumPy arrays go to the default namespace, backend arrays pass."""
     if isinstance(a, _SCALARS) or a is None:
         return a
-    if isinstance(a, (list, tuple)):
-        return np.asarray(a)
+    if isinstance(a, (list, tuple, np.ndarray, np.generic)):
+        if isinstance(a, (list, tuple)) or _backend.default_namespace() is not np:
+            return _backend.asarray(a)
     return a
 
 

@@ -43,8 +43,9 @@ class Tensor:
 
     @property
     def dtype(self):
-        """The backend dtype (``numpy.dtype`` on NumPy)."""
-        return self._value.dtype
+        """The dtype, as tapegrad's (NumPy's) dtype object whatever the backend."""
+        dt = self._value.dtype
+        return dt if isinstance(dt, np.dtype) else _backend.np_dtype(dt)
 
     @property
     def ndim(self) -> int:
@@ -73,7 +74,7 @@ class Tensor:
         if isinstance(v, (np.ndarray, np.generic)):
             return np.asarray(v)
         try:
-            return np.asarray(v)
+            return _backend.to_numpy(v)
         except TypeError:  # CuPy refuses implicit conversion
             return v.get()
 

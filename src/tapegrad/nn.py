@@ -347,7 +347,7 @@ def _sparse_softmax_ce_grad(op, dy):
     labels, logits = op.inputs
     xp = _ns(logits._value)
     idx = _index_array(xp, labels)
-    onehot = xp.astype(idx[..., None] == xp.arange(logits.shape[-1]), logits.dtype)
+    onehot = xp.astype(idx[..., None] == xp.arange(logits.shape[-1]), logits._value.dtype)
     return None, reshape(dy, dy.shape + (1,)) * (_softmax(logits, axis=-1) - Tensor(onehot))
 
 

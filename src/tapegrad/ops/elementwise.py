@@ -13,6 +13,7 @@ import math
 import numpy as _np
 
 from .._backend import namespace as _ns
+from .._backend import xp_dtype
 
 _ndarray = _np.ndarray
 from .._registry import Arg, RegisterGradient, Sample, no_gradient, primitive
@@ -276,7 +277,8 @@ def clip(x, /, min=None, max=None):  # noqa: A002 - Array API names
 @primitive("Cast", samples=[Sample((3, 4), dtype=_ns(0).float64), Sample((), dtype=_ns(0).float32),
                              Sample((0, 2), dtype=_ns(0).float32)])
 def _cast(x, *, dtype):
-    return _ns(x).astype(x, dtype)
+    xp = _ns(x)
+    return xp.astype(x, xp_dtype(xp, dtype))
 
 
 @RegisterGradient("Cast")
