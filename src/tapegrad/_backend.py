@@ -63,7 +63,7 @@ def _resolve(value):
     return xp
 
 
-def asarray(value, dtype=None, xp=None):
+def asarray(value, dtype=None, xp=None, copy=None):
     """Convert ``value`` (scalar, nested sequence, backend array) to a backend array.
 
     Without ``dtype``, Python floats become the backend's default float (float64 on NumPy),
@@ -76,7 +76,9 @@ def asarray(value, dtype=None, xp=None):
             xp = _default
     if xp is not np and isinstance(value, (np.ndarray, np.generic)):
         value = value.tolist() if value.ndim == 0 else value
-    return xp.asarray(value, dtype=xp_dtype(xp, dtype))
+    if isinstance(value, (np.generic, float)) and dtype is None and xp is not np:
+        value = value.item() if isinstance(value, np.generic) else value
+    return xp.asarray(value, dtype=xp_dtype(xp, dtype), copy=copy)
 
 
 def default_namespace():
@@ -204,8 +206,10 @@ def xp_dtype(xp, dtype):
     Accepts a dtype of ``xp``, a NumPy dtype or scalar type (``tg.float32``), or a name such as
     ``"float32"``. Raises ``TypeError`` for a dtype ``xp`` does not have.
     """
-    if dtype is None or xp is np:
+    if dtype is None:
         return dtype
+    if xp is np:
+        return dtype if isinstance(dtype, (np.dtype, type, str)) else np_dtype(dtype)
     name = dtype if isinstance(dtype, str) else _dtype_name(dtype)
     try:
         return getattr(xp, name)

@@ -348,7 +348,7 @@ class GradientTape:
         xp = _backend.namespace(target._value)
         rows = [[] for _ in flat_sources]
         for k in range(n):
-            onehot = xp.reshape(xp.eye(1, n, k=k, dtype=target.dtype), target.shape)
+            onehot = xp.reshape(xp.eye(1, n, k=k, dtype=target._value.dtype), target.shape)
             gs = self._backward([target], [Tensor(onehot)], flat_sources, unconnected)
             for r, g in zip(rows, gs):
                 r.append(g)
@@ -716,7 +716,7 @@ def _check_gradient(op, k, x, g, fn):
                 f"the gradient function {describe_fn(fn)} of op type {op.type!r} returned a "
                 f"{type(g).__name__} for {_input_label(op, k)}; return a Tensor (or None)"
             ) from None
-        g = Tensor(_backend.asarray(g))
+        g = Tensor(_backend.asarray(g, xp=_backend.namespace(x._value)))
         for obs in _state.tapes:
             if obs._observer:
                 obs.observe(_registry._OPS["Identity"], (g,), (g,))

@@ -168,10 +168,8 @@ class Variable(Tensor):
 
     def __init__(self, initial_value, trainable: bool = True, name: str | None = None, dtype=None):
         value = initial_value._value if isinstance(initial_value, Tensor) else initial_value
-        xp = _backend.namespace(value)
         dtype = _float_default(value, dtype, self._default_float)
-        value = xp.asarray(value, dtype=dtype, copy=True)
-        super().__init__(value)
+        super().__init__(_backend.asarray(value, dtype=dtype, copy=True))
         self.trainable = bool(trainable)
         self.name = name if name is not None else f"Variable:{self._id}"
 
@@ -182,12 +180,12 @@ class Variable(Tensor):
         mismatch.
         """
         v = value._value if isinstance(value, Tensor) else value
-        xp = _backend.namespace(self._value)
-        return self._set(xp.asarray(v, dtype=self._value.dtype, copy=True))
+        return self._set(_backend.asarray(v, dtype=self._value.dtype, copy=True,
+                                          xp=_backend.namespace(self._value)))
 
     def assign_add(self, delta):
         """``self = self + delta`` (``delta`` broadcastable to the shape); returns the Variable."""
-        d = delta._value if isinstance(delta, Tensor) else delta
+        d = self._operand(delta)
         if self._alone(d):
             self._value += d
             return self
@@ -195,11 +193,20 @@ class Variable(Tensor):
 
     def assign_sub(self, delta):
         """``self = self - delta`` (``delta`` broadcastable to the shape); returns the Variable."""
-        d = delta._value if isinstance(delta, Tensor) else delta
+        d = self._operand(delta)
         if self._alone(d):
             self._value -= d
             return self
         return self._set(self._value - d)
+
+    def _operand(self, delta):
+        if isinstance(delta, Tensor):
+            return delta._value
+        if isinstance(delta, (list, tuple)) or (
+                isinstance(delta, (np.ndarray, np.generic)) and type(self._value) is not np.ndarray):
+            return _backend.asarray(delta, dtype=self._value.dtype,
+                                    xp=_backend.namespace(self._value))
+        return delta
 
     def _alone(self, d) -> bool:
         """True if only this Variable holds its NumPy array, so an in-place update by ``d``

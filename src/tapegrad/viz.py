@@ -137,7 +137,7 @@ def _grad_def(op):
 
 
 def _dtype(t) -> str:
-    return str(getattr(t._value.dtype, "name", t._value.dtype))
+    return t.dtype.name
 
 
 def _is_float(t) -> bool:
