@@ -254,9 +254,11 @@ def gradient_override_map(op_type_map: dict):
     state = _tape._state
     saved = state.overrides
     state.overrides = {**saved, **op_type_map}
+    _tape._overriding += 1
     try:
         yield
     finally:
+        _tape._overriding -= 1
         state.overrides = saved
 
 

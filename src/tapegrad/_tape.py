@@ -36,6 +36,7 @@ class _State(threading.local):
 
 
 _GLOBAL_OBSERVERS = []  # observers every new thread starts with
+_overriding = 0  # number of gradient_override_map blocks open in any thread (a cheap pre-check)
 _HOOKS: dict = {}  # tensor id -> gradient hooks (register_hook)
 
 
@@ -112,14 +113,22 @@ def record(opdef, args, attrs, out):
         return outs
     t = _wrap(out)
     tapes = _state.tapes
-    if len(tapes) == 1 and not tapes[0]._observer and not tapes[0]._watch_vars:
-        watched = tapes[0]._watched  # the common case, inlined: one tape, no Variables to note
+    if len(tapes) == 1 and not tapes[0]._observer:
+        tape = tapes[0]  # the common case, inlined: one tape, no Variable among the inputs
+        watched = tape._watched
+        traced = False
         for a in args:
-            if isinstance(a, Tensor) and a._id in watched:
-                op = _new_record(opdef, args, attrs, (t,))
-                tapes[0]._ops.append(op)
-                watched.update(op._float_out)
-                break
+            if type(a) is Tensor:
+                if a._id in watched:
+                    traced = True
+            elif isinstance(a, Variable):
+                record_outputs(opdef, args, attrs, (t,))
+                return t
+        if not traced:
+            return t
+        op = _new_record(opdef, args, attrs, (t,))
+        tape._ops.append(op)
+        watched.update(op._float_out)
         return t
     record_outputs(opdef, args, attrs, (t,))
     return t
@@ -159,17 +168,18 @@ def _as_input(a):
 def _new_record(opdef, args, attrs, outs):
     op = _new_object(Operation)
     op._opdef = opdef
+    in_ids = []  # ids of tensor inputs (None for scalars); only floating ones are ever traced
     for a in args:
-        if type(a) is not Tensor and not (type(a) in _SCALAR_TYPES or a is None):
-            args = tuple(_as_input(a) for a in args)  # Variables are snapshotted
+        if type(a) is Tensor:
+            in_ids.append(a._id)
+        elif type(a) in _SCALAR_TYPES or a is None:
+            in_ids.append(None)
+        else:  # Variables are snapshotted, backend arrays wrapped
+            args = tuple([_as_input(a) for a in args])
+            in_ids = [a._id if isinstance(a, Tensor) else None for a in args]
             break
     op.inputs = args
-    # ids of tensor inputs (None for scalars); only floating ones are ever traced
-    if len(args) == 1:
-        a = args[0]
-        op._in_ids = (a._id if isinstance(a, Tensor) else None,)
-    else:
-        op._in_ids = tuple([a._id if isinstance(a, Tensor) else None for a in args])
+    op._in_ids = tuple(in_ids)
     op.outputs = outs
     op.attrs = attrs
     if len(outs) == 1:
@@ -177,10 +187,9 @@ def _new_record(opdef, args, attrs, outs):
         op._out_ids = ids = (o._id,)
         op._float_out = ids if _floating(o._value) else ()
     else:
-        op._out_ids = tuple(o._id for o in outs)
-        op._float_out = tuple(o._id for o in outs if _floating(o._value))
-    overrides = _state.overrides
-    op._override = overrides.get(opdef.type) if overrides else None
+        op._out_ids = tuple([o._id for o in outs])
+        op._float_out = tuple([o._id for o in outs if _floating(o._value)])
+    op._override = _state.overrides.get(opdef.type) if _overriding else None
     return op
 
 
@@ -417,6 +426,7 @@ class GradientTape:
         for t, c in zip(targets, cotangents):
             _accumulate(grads, t._id, c)
         hooks = _HOOKS
+        observed = bool(_state.tapes)
         outer = any(not t._observer for t in _state.tapes)  # an outer tape may differentiate
         for op in reversed(active):
             out_ids = op._out_ids
@@ -444,8 +454,10 @@ class GradientTape:
                 raise _no_gradient_error(od.type)
             if outer:
                 gs = _call_tracking_provenance(fn, op, dys)
-            else:
+            elif observed:
                 _state.grad_op = op
+                gs = fn(op, *dys)
+            else:
                 gs = fn(op, *dys)
             in_ids = op._in_ids
             if type(gs) is Tensor and len(in_ids) == 1:
@@ -453,8 +465,10 @@ class GradientTape:
             elif type(gs) is not tuple or len(gs) != len(in_ids):
                 gs = _as_gradient_list(gs, op, fn)
             for k, iid in enumerate(in_ids):
+                if iid not in reach:  # None (a scalar input) is never in reach
+                    continue
                 g = gs[k]
-                if g is None or iid is None or iid not in reach:
+                if g is None:
                     continue
                 x = op.inputs[k]
                 if type(g) is not Tensor or g._value.shape != x._value.shape or (
