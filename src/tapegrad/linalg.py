@@ -1,0 +1,20 @@
+"""``tg.linalg``: the Array API ``linalg`` extension (2024.12), differentiable.
+
+``matmul``, ``matrix_transpose``, ``tensordot`` and ``vecdot`` are the main namespace's
+functions; the others are defined in :mod:`tapegrad.ops.linalg_ext`, forward and gradient side
+by side, with the source of each gradient formula in its docstring. Also reachable as
+``x.__array_namespace__().linalg`` for a Tensor ``x``.
+"""
+from __future__ import annotations
+
+from .ops.linalg import matmul, tensordot, vecdot
+from .ops.linalg_ext import (EighResult, QRResult, SlogdetResult, SVDResult, cholesky, cross,
+                             det, diagonal, eigh, eigvalsh, inv, matrix_norm, matrix_power,
+                             matrix_rank, outer, pinv, qr, slogdet, solve, svd, svdvals, trace,
+                             vector_norm)
+from .ops.manipulation import matrix_transpose
+
+__all__ = ["cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "matmul",
+           "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "outer", "pinv",
+           "qr", "slogdet", "solve", "svd", "svdvals", "tensordot", "trace", "vecdot",
+           "vector_norm"]

@@ -1,0 +1,911 @@
+"""The Array API ``linalg`` extension (2024.12), forward and gradient side by side.
+
+Published as ``tg.linalg`` (see :mod:`tapegrad.linalg`, which adds ``matmul``,
+``matrix_transpose``, ``tensordot`` and ``vecdot`` from the main namespace). Every forward
+calls ``xp.linalg.<fn>`` of its input's namespace; every gradient is written with tapegrad
+ops, so gradients of any order exist. Conventions shared by the gradients:
+
+- Real floating inputs only: the gradient of an op with a complex input raises
+  ``NotImplementedError`` (forward values of complex inputs are supported). ``trace`` and
+  ``diagonal`` are the exception: their gradients are real-coefficient linear maps, exact for
+  complex inputs too.
+- ``eigh``, ``eigvalsh`` and ``cholesky`` read only the **lower triangle** of their input, as
+  LAPACK's default (``UPLO='L'``) does in NumPy, array-api-strict, CuPy and PyTorch
+  (``cholesky(x, upper=True)`` is computed as the transpose of the lower factor, so it reads
+  the lower triangle too). Their gradients are therefore lower triangular: with ``G`` the
+  gradient for symmetric perturbations, the input receives ``G_ii`` on the diagonal and
+  ``G_ij + G_ji`` below it. For a symmetric parametrisation use e.g. ``eigh((a + a.mT) / 2)``.
+- Spectral gradients (``eigh`` eigenvectors, ``svd`` singular vectors, ``matrix_norm`` 2/-2)
+  assume distinct eigenvalues / singular values; at (numerically) repeated ones the
+  gradient contains inf or NaN (PyTorch does the same). The gradients of ``eigvalsh``,
+  ``svdvals`` and the ``'nuc'`` norm stay finite there.
+- Matrices that must be invertible (``det``, ``slogdet``, ``inv``, ``solve``, ``qr``'s ``R``,
+  ``cholesky``'s factor) give inf/NaN gradients where they are singular.
+"""
+from __future__ import annotations
+
+import math
+import operator
+from typing import NamedTuple
+
+from .._backend import namespace as _ns
+from .._backend import xp_dtype as _xp_dtype
+from .._registry import Arg, RegisterGradient, Sample, no_gradient, primitive
+from .._tensor import Tensor
+from .creation import asarray, ones_like, zeros_like
+from .elementwise import abs as _abs
+from .elementwise import astype, sign, where
+from .linalg import _sum_to, matmul
+from .manipulation import concat, expand_dims, matrix_transpose, reshape
+from .reductions import _kept_shape
+from .reductions import max as _max
+from .reductions import min as _min
+from .reductions import sum as _sum
+
+_mT = matrix_transpose
+_INF = math.inf
+
+
+class EighResult(NamedTuple):
+    """``eigh``'s result: ``eigenvalues`` (..., M) ascending, ``eigenvectors`` (..., M, M)."""
+
+    eigenvalues: Tensor
+    eigenvectors: Tensor
+
+
+class QRResult(NamedTuple):
+    """``qr``'s result: ``Q`` with orthonormal columns and upper-triangular ``R``."""
+
+    Q: Tensor
+    R: Tensor
+
+
+class SlogdetResult(NamedTuple):
+    """``slogdet``'s result: ``sign`` and ``logabsdet`` of the determinant, shape (...)."""
+
+    sign: Tensor
+    logabsdet: Tensor
+
+
+class SVDResult(NamedTuple):
+    """``svd``'s result: ``U``, singular values ``S`` (descending) and ``Vh``."""
+
+    U: Tensor
+    S: Tensor
+    Vh: Tensor
+
+
+# --- helpers ----------------------------------------------------------------------------------
+def _shape(x) -> tuple:
+    return tuple(getattr(x, "shape", ()))
+
+
+def _matrix(name, x):
+    if len(getattr(x, "shape", ())) < 2:
+        raise ValueError(f"linalg.{name}: expected a matrix or a stack of matrices (shape "
+                         f"(..., M, N)), got shape {_shape(x)}; reshape the input to at least "
+                         "2-d")
+
+
+def _square(name, x):
+    s = getattr(x, "shape", ())
+    if len(s) < 2 or s[-1] != s[-2]:
+        raise ValueError(f"linalg.{name}: expected a square matrix or a stack of square "
+                         f"matrices (shape (..., M, M)), got shape {_shape(x)}")
+
+
+def _failed(name, x, e, hint):
+    """The backend's error ``e`` (e.g. ``LinAlgError``, a ``ValueError``) with context."""
+    return type(e)(f"linalg.{name}: failed for an input of shape {_shape(x)}: {e}; {hint}")
+
+
+_SINGULAR = ("the matrix (or one matrix of the stack) is singular; use linalg.pinv for a "
+             "pseudo-inverse or regularise the matrix (e.g. add eps * I)")
+
+
+def _real_only(name, *ts):
+    for t in ts:
+        if isinstance(t, Tensor) and t.dtype.kind == "c":  # tapegrad dtypes are NumPy's
+            raise NotImplementedError(
+                f"linalg.{name}: gradients for complex inputs are not implemented yet (the "
+                f"forward value is supported); differentiate a real formulation instead, e.g. "
+                "the real block matrix [[Re, -Im], [Im, Re]]")
+
+
+def _const(like, make):
+    """A constant Tensor ``make(xp, dtype)`` on ``like``'s backend, with ``like``'s dtype."""
+    v = like._value
+    return Tensor(make(_ns(v), v.dtype))
+
+
+def _eye(like, m, n=None, k=0):
+    return _const(like, lambda xp, dt: xp.eye(m, n, k=k, dtype=dt))
+
+
+def _strict_lower(like, n):
+    return _const(like, lambda xp, dt: xp.tril(xp.ones((n, n), dtype=dt), k=-1))
+
+
+def _as_mat(v):
+    """A batch of scalars ``(...)`` as ``(..., 1, 1)``, to scale a stack of matrices."""
+    return reshape(v, v.shape + (1, 1))
+
+
+def _diag_embed(v):
+    """``(..., n)`` -> ``(..., n, n)`` with ``v`` on the diagonal."""
+    return expand_dims(v, axis=-2) * _eye(v, v.shape[-1])
+
+
+def _lower_read(g):
+    """Gradient of a function of the lower triangle of a symmetric matrix.
+
+    ``g``'s symmetric part is the gradient for symmetric perturbations; an input read only
+    through its lower triangle receives ``g_ii`` on the diagonal, ``g_ij + g_ji`` below it
+    and 0 above it.
+    """
+    n = g.shape[-1]
+    return (g + _mT(g)) * _strict_lower(g, n) + g * _eye(g, n)
+
+
+def _inverse_gaps(v):
+    """``F_ij = 1 / (v_j - v_i)`` for ``i != j``, 0 on the diagonal (no division by zero)."""
+    n = v.shape[-1]
+    eye = _eye(v, n)
+    gaps = expand_dims(v, axis=-2) - expand_dims(v, axis=-1) + eye
+    return (1.0 - eye) / gaps
+
+
+def _nonzero(t) -> bool:
+    v = t._value
+    return bool(_ns(v).any(v != 0))
+
+
+# --- cholesky ---------------------------------------------------------------------------------
+_SPD = (0.5, 2.0)  # 1x1 matrices with positive entries are SPD; larger ones: tests/test_linalg_ext
+
+
+@primitive("Cholesky", samples=[
+    Sample(Arg((1, 1), _SPD)), Sample(Arg((3, 1, 1), _SPD), upper=True), Sample((0, 0)),
+    Sample((2, 0, 0), upper=True)])
+def _cholesky(x, *, upper=False):
+    _square("cholesky", x)
+    xp = _ns(x)
+    try:
+        lower = xp.linalg.cholesky(x)  # reads the lower triangle
+    except ValueError as e:
+        raise _failed("cholesky", x, e, "the matrix (or one matrix of the stack) is not "
+                      "symmetric positive definite") from e
+    if not upper:
+        return lower
+    u = xp.matrix_transpose(lower)
+    return xp.conj(u) if xp.isdtype(u.dtype, "complex floating") else u
+
+
+@RegisterGradient("Cholesky")
+def _cholesky_grad(op, dl):
+    # Murray 2016, "Differentiation of the Cholesky decomposition" (reverse mode): with
+    # P = Phi(L^T dL) (lower triangle, diagonal halved), G = L^-T P L^-1 is the gradient for
+    # symmetric perturbations; the input is read through its lower triangle (_lower_read)
+    x = op.inputs[0]
+    _real_only("cholesky", x)
+    low = op.outputs[0]
+    if op.attrs.get("upper", False):
+        low, dl = _mT(low), _mT(dl)
+    n = low.shape[-1]
+    phi = _const(low, lambda xp, dt: xp.tril(xp.ones((n, n), dtype=dt), k=-1)
+                 + 0.5 * xp.eye(n, dtype=dt))
+    lt = _mT(low)
+    s = _solve(lt, matmul(lt, dl) * phi)  # L^-T P
+    return _lower_read(_mT(_solve(lt, _mT(s))))  # (L^-T (L^-T P)^T)^T = L^-T P L^-1
+
+
+def cholesky(x, /, *, upper=False):
+    """Cholesky factor of a symmetric positive-definite matrix (or stack), ``x = L L^T``.
+
+    x: ``(..., M, M)`` floating; only its lower triangle is read. Result: the lower factor
+    ``L`` (``upper=False``) or ``U = L^H`` (``upper=True``), same shape and dtype. Raises
+    ``ValueError`` for a non-square input and ``numpy.linalg.LinAlgError`` (a ``ValueError``)
+    on NumPy when a matrix is not positive definite. Gradient: Murray (2016), "Differentiation
+    of the Cholesky decomposition", ``L^-T Phi(L^T dL) L^-1``, projected on the lower
+    triangle that is read; real dtypes only.
+    """
+    return _cholesky(x, upper=upper)
+
+
+# --- det, slogdet, inv ---------------------------------------------------------------------------
+_SQUARE_SAMPLES = [Sample((3, 3)), Sample((2, 4, 4)), Sample((1, 1), domain=(0.5, 2.0)),
+                   Sample((0, 0)), Sample((2, 0, 0))]
+
+
+@primitive("Det", samples=_SQUARE_SAMPLES)
+def _det(x):
+    _square("det", x)
+    return _ns(x).linalg.det(x)
+
+
+@RegisterGradient("Det")
+def _det_grad(op, dy):
+    # Jacobi's formula d det A = det A tr(A^-1 dA) (Giles 2008, "An extended collection of
+    # matrix derivative results"): dA = dy det(A) A^-T
+    x = op.inputs[0]
+    _real_only("det", x)
+    return _as_mat(dy * op.outputs[0]) * _mT(inv(x))
+
+
+def det(x, /):
+    """Determinant of a square matrix (or a stack of them).
+
+    x: ``(..., M, M)`` floating. Result: shape ``(...)``, ``x``'s dtype (1 for 0x0 matrices).
+    Raises ``ValueError`` for a non-square input. Gradient: Jacobi's formula,
+    ``dy * det(x) * inv(x)^T`` (Giles 2008); inf/NaN at singular matrices; real
+    dtypes only.
+    """
+    return _det(x)
+
+
+@primitive("Slogdet", samples=_SQUARE_SAMPLES)
+def _slogdet(x):
+    _square("slogdet", x)
+    sgn, logabs = _ns(x).linalg.slogdet(x)
+    return sgn, logabs
+
+
+@RegisterGradient("Slogdet")
+def _slogdet_grad(op, dsign, dlogabs):
+    # d log|det A| = tr(A^-1 dA) (Giles 2008): dA = dlogabs A^-T; the sign is
+    # piecewise constant, so its cotangent contributes nothing
+    x = op.inputs[0]
+    _real_only("slogdet", x)
+    return _as_mat(dlogabs) * _mT(inv(x))
+
+
+def slogdet(x, /):
+    """Sign and natural log of the absolute value of the determinant, as a namedtuple.
+
+    x: ``(..., M, M)`` floating. Result: ``SlogdetResult(sign, logabsdet)``, each of shape
+    ``(...)``; sign 0 and logabsdet -inf for singular matrices. Raises ``ValueError`` for a
+    non-square input. Gradient: ``logabsdet`` gets ``dy * inv(x)^T`` (Giles 2008),
+    ``sign`` none (piecewise constant); real dtypes only.
+    """
+    return SlogdetResult(*_slogdet(x))
+
+
+@primitive("Inv", samples=_SQUARE_SAMPLES)
+def _inv(x):
+    _square("inv", x)
+    try:
+        return _ns(x).linalg.inv(x)
+    except ValueError as e:
+        raise _failed("inv", x, e, _SINGULAR) from e
+
+
+@RegisterGradient("Inv")
+def _inv_grad(op, dy):
+    # d(A^-1) = -A^-1 dA A^-1 (Giles 2008): dA = -A^-T dY A^-T
+    _real_only("inv", op.inputs[0])
+    yt = _mT(op.outputs[0])
+    return -matmul(matmul(yt, dy), yt)
+
+
+def inv(x, /):
+    """Inverse of a square matrix (or a stack of them).
+
+    x: ``(..., M, M)`` floating. Result: same shape and dtype. Raises ``ValueError`` for a
+    non-square input and ``numpy.linalg.LinAlgError`` on NumPy for a singular matrix.
+    Gradient: ``-inv(x)^T dy inv(x)^T`` (Giles 2008); real dtypes only.
+    """
+    return _inv(x)
+
+
+# --- solve ---------------------------------------------------------------------------------------
+@primitive("Solve", samples=[
+    Sample((3, 3), (3,)), Sample((3, 3), (3, 2)), Sample((2, 3, 3), (3,)),
+    Sample((2, 3, 3), (2, 3, 4)), Sample((3, 3), (2, 3, 2)), Sample((2, 1, 3, 3), (4, 3, 1)),
+    Sample((1, 1), (1,), domain=(0.5, 2.0)), Sample((0, 0), (0,)), Sample((2, 2), (2, 0))])
+def _solve(x1, x2):
+    _square("solve", x1)
+    s1, s2 = _shape(x1), _shape(x2)
+    m = s1[-1]
+    if not s2 or (s2[0] if len(s2) == 1 else s2[-2]) != m:
+        raise ValueError(
+            f"linalg.solve: x2 of shape {s2} does not match x1 of shape {s1}: x2 must have "
+            f"shape ({m},) (one vector) or (..., {m}, K) (a stack of K columns)")
+    try:
+        return _ns(x1, x2).linalg.solve(x1, x2)
+    except ValueError as e:
+        raise _failed("solve", x1, e, _SINGULAR + ", and the batch dimensions of x1 and x2 "
+                      "must broadcast") from e
+
+
+@RegisterGradient("Solve")
+def _solve_grad(op, dx):
+    # X = A^-1 B: dB = A^-T dX, dA = -dB X^T (Giles 2008), summed over the batch
+    # axes along which A or B was broadcast. A 1-d B is one column (Array API rule).
+    a, b = op.inputs
+    _real_only("solve", a, b)
+    x = op.outputs[0]
+    need_a, _ = op.needs_input_grad
+    at = _mT(a)
+    if b.ndim == 1:
+        db = _solve(at, expand_dims(dx, axis=-1))  # (..., M, 1)
+        da = -matmul(db, _mT(expand_dims(x, axis=-1))) if need_a else None
+        return da, _sum_to(reshape(db, db.shape[:-1]), b.shape)
+    db = _solve(at, dx)
+    da = _sum_to(-matmul(db, _mT(x)), a.shape) if need_a else None
+    return da, _sum_to(db, b.shape)
+
+
+def solve(x1, x2, /):
+    """Solve ``x1 @ x = x2`` for ``x`` (Array API ``linalg.solve``).
+
+    x1: ``(..., M, M)`` invertible. x2: ``(M,)`` (one vector; result
+    ``x1.shape[:-2] + (M,)``) or ``(..., M, K)`` (columns; result ``(..., M, K)``, batch axes
+    broadcast). Raises ``ValueError`` for mismatched shapes and ``numpy.linalg.LinAlgError``
+    on NumPy for a singular ``x1``. Gradient: ``dx2 = solve(x1^T, dy)``,
+    ``dx1 = -dx2 @ x^T`` (Giles 2008), summed over broadcast batch axes; real
+    dtypes only.
+    """
+    return _solve(x1, x2)
+
+
+# --- eigh, eigvalsh ------------------------------------------------------------------------------
+_SYM_SAMPLES = [Sample((3, 3)), Sample((2, 4, 4)), Sample((1, 1)), Sample((0, 0))]
+
+
+@primitive("Eigh", samples=_SYM_SAMPLES)
+def _eigh(x):
+    _square("eigh", x)
+    w, v = _ns(x).linalg.eigh(x)  # reads the lower triangle
+    return w, v
+
+
+@RegisterGradient("Eigh")
+def _eigh_grad(op, dw, dv):
+    # A = V diag(w) V^T: G = V (diag(dw) + F o (V^T dV)) V^T with F_ij = 1 / (w_j - w_i),
+    # i != j (Giles 2008; Seeger et al. 2017, "Auto-differentiating linear algebra"),
+    # the gradient for symmetric perturbations, projected on the lower triangle that is read.
+    # Repeated eigenvalues make F infinite: the eigenvector gradient is then inf/NaN.
+    x = op.inputs[0]
+    _real_only("eigh", x)
+    w, v = op.outputs
+    inner = _diag_embed(dw) + _inverse_gaps(w) * matmul(_mT(v), dv)
+    return _lower_read(matmul(matmul(v, inner), _mT(v)))
+
+
+def eigh(x, /):
+    """Eigen-decomposition of a real symmetric (complex Hermitian) matrix or stack.
+
+    x: ``(..., M, M)`` floating; only its lower triangle is read. Result:
+    ``EighResult(eigenvalues, eigenvectors)``: ``(..., M)`` ascending, real dtype, and
+    ``(..., M, M)`` with the eigenvectors as columns (each defined up to sign). Raises
+    ``ValueError`` for a non-square input. Gradient: ``V (diag(dw) + F o V^T dV) V^T`` with
+    ``F_ij = 1/(w_j - w_i)`` (Giles 2008), on the lower triangle; eigenvalues must be
+    distinct (repeated ones give inf/NaN eigenvector gradients); real dtypes only.
+    """
+    return EighResult(*_eigh(x))
+
+
+@primitive("Eigvalsh", samples=_SYM_SAMPLES)
+def _eigvalsh(x):
+    _square("eigvalsh", x)
+    return _ns(x).linalg.eigvalsh(x)
+
+
+@RegisterGradient("Eigvalsh")
+def _eigvalsh_grad(op, dw):
+    # dw_i = v_i^T dA v_i (Giles 2008): G = V diag(dw) V^T, on the lower triangle.
+    # V is recomputed with the Eigh op, so second derivatives come from its gradient.
+    x = op.inputs[0]
+    _real_only("eigvalsh", x)
+    _, v = _eigh(x)
+    return _lower_read(matmul(v * expand_dims(dw, axis=-2), _mT(v)))
+
+
+def eigvalsh(x, /):
+    """Eigenvalues of a real symmetric (complex Hermitian) matrix or stack, ascending.
+
+    x: ``(..., M, M)`` floating; only its lower triangle is read. Result: ``(..., M)``, real
+    dtype. Raises ``ValueError`` for a non-square input. Gradient: ``V diag(dy) V^T``
+    (Giles 2008) on the lower triangle, defined also at repeated eigenvalues to
+    first order; real dtypes only.
+    """
+    return _eigvalsh(x)
+
+
+# --- svd, svdvals --------------------------------------------------------------------------------
+@primitive("Svd", samples=[
+    Sample((3, 3)), Sample((4, 3), full_matrices=False), Sample((3, 5), full_matrices=False),
+    Sample((2, 3, 2), full_matrices=False), Sample((2, 4, 4)), Sample((1, 1), domain=(0.5, 2.0)),
+    Sample((0, 0)), Sample((0, 3), full_matrices=False)])
+def _svd(x, *, full_matrices=True):
+    _matrix("svd", x)
+    u, s, vh = _ns(x).linalg.svd(x, full_matrices=full_matrices)
+    return u, s, vh
+
+
+@RegisterGradient("Svd")
+def _svd_grad(op, du, ds, dvh):
+    # Townsend 2016, "Differentiating the singular value decomposition", for the reduced
+    # SVD A = U S V^T (k = min(m, n)), F_ij = 1 / (s_j^2 - s_i^2) for i != j:
+    #   dA = U [(F o (U^T dU - dU^T U)) S + diag(ds) + S (F o (V^T dV - dV^T V))] V^T
+    #        + (I - U U^T) dU S^-1 V^T + U S^-1 dV^T (I - V V^T)
+    # Repeated singular values make F infinite; zero ones make the last two terms infinite.
+    x = op.inputs[0]
+    _real_only("svd", x)
+    u, s, vh = op.outputs
+    m, n = x.shape[-2:]
+    k = min(m, n)
+    if op.attrs.get("full_matrices", True) and m != n:
+        # the extra columns of U (rows of Vh) are not unique: no gradient flows through them
+        if (m > k and _nonzero(du[..., :, k:])) or (n > k and _nonzero(dvh[..., k:, :])):
+            raise NotImplementedError(
+                "linalg.svd: with full_matrices=True and a non-square matrix, the extra "
+                f"columns of U (or rows of Vh) beyond min(M, N) = {k} are not unique, so they "
+                "have no gradient; call svd(x, full_matrices=False), or use only the first "
+                f"{k} of them")
+        u, du = u[..., :, :k], du[..., :, :k]
+        vh, dvh = vh[..., :k, :], dvh[..., :k, :]
+    v, dv = _mT(vh), _mT(dvh)
+    f = _inverse_gaps(s * s)
+    ut_du = matmul(_mT(u), du)
+    vt_dv = matmul(_mT(v), dv)
+    inner = (f * (ut_du - _mT(ut_du)) * expand_dims(s, axis=-2) + _diag_embed(ds)
+             + expand_dims(s, axis=-1) * (f * (vt_dv - _mT(vt_dv))))
+    da = matmul(matmul(u, inner), vh)
+    if m > k:
+        da = da + matmul((du - matmul(u, ut_du)) / expand_dims(s, axis=-2), vh)
+    if n > k:
+        da = da + matmul(u, (dvh - matmul(_mT(vt_dv), vh)) / expand_dims(s, axis=-1))
+    return da
+
+
+def svd(x, /, *, full_matrices=True):
+    """Singular value decomposition ``x = U diag(S) Vh`` of a matrix or stack.
+
+    x: ``(..., M, N)`` floating. Result: ``SVDResult(U, S, Vh)`` with ``S`` of shape
+    ``(..., K)``, ``K = min(M, N)``, descending and real; ``U`` ``(..., M, M)`` and ``Vh``
+    ``(..., N, N)`` if ``full_matrices`` else ``(..., M, K)`` and ``(..., K, N)`` (singular
+    vectors defined up to a common sign). Raises ``ValueError`` for a < 2-d input. Gradient:
+    Townsend (2016), "Differentiating the singular value decomposition" (reduced SVD);
+    singular values must be distinct, and nonzero when ``M != N``. With
+    ``full_matrices=True`` and ``M != N`` the extra columns of ``U`` / rows of ``Vh`` are not
+    unique: a nonzero cotangent on them raises ``NotImplementedError`` (use
+    ``full_matrices=False``). Real dtypes only.
+    """
+    return SVDResult(*_svd(x, full_matrices=full_matrices))
+
+
+@primitive("Svdvals", samples=[Sample((3, 3)), Sample((4, 2)), Sample((2, 3, 5)),
+                               Sample((1, 1), domain=(0.5, 2.0)), Sample((0, 3))])
+def _svdvals(x):
+    _matrix("svdvals", x)
+    return _ns(x).linalg.svdvals(x)
+
+
+@RegisterGradient("Svdvals")
+def _svdvals_grad(op, ds):
+    # ds_i = u_i^T dA v_i (Townsend 2016): dA = U diag(ds) V^T, with U, V from the Svd op
+    x = op.inputs[0]
+    _real_only("svdvals", x)
+    u, _, vh = _svd(x, full_matrices=False)
+    return matmul(u * expand_dims(ds, axis=-2), vh)
+
+
+def svdvals(x, /):
+    """Singular values of a matrix or stack, descending.
+
+    x: ``(..., M, N)`` floating. Result: ``(..., min(M, N))``, real dtype. Raises
+    ``ValueError`` for a < 2-d input. Gradient: ``U diag(dy) V^T`` (Townsend 2016); a kink
+    where singular values cross; real dtypes only.
+    """
+    return _svdvals(x)
+
+
+# --- qr ------------------------------------------------------------------------------------------
+@primitive("Qr", samples=[
+    Sample((3, 3)), Sample((4, 3)), Sample((2, 5, 3)), Sample((3, 5)), Sample((2, 2, 4)),
+    Sample((3, 3), mode="complete"), Sample((2, 4), mode="complete"),
+    Sample((1, 1), domain=(0.5, 2.0)), Sample((0, 0))])
+def _qr(x, *, mode="reduced"):
+    _matrix("qr", x)
+    q, r = _ns(x).linalg.qr(x, mode=mode)
+    return q, r
+
+
+def _qr_grad_tall(q, r, dq, dr):
+    # m >= n (Walter & Lehmann 2018, "Algorithmic differentiation of linear algebra functions
+    # with application in optimum experimental design"; Liao et al. 2019, "Differentiable
+    # programming tensor networks"):
+    #   M = R dR^T - dQ^T Q,  dA = (dQ + Q copyltu(M)) R^-T,
+    # copyltu(M) the symmetric matrix with M's lower triangle
+    mm = matmul(r, _mT(dr)) - matmul(_mT(dq), q)
+    n = mm.shape[-1]
+    low = mm * _strict_lower(mm, n)
+    sym = low + _mT(low) + mm * _eye(mm, n)
+    return _mT(_solve(r, _mT(dq + matmul(q, sym))))
+
+
+@RegisterGradient("Qr")
+def _qr_grad(op, dq, dr):
+    x = op.inputs[0]
+    _real_only("qr", x)
+    q, r = op.outputs
+    m, n = x.shape[-2:]
+    if m >= n:
+        if m > n and op.attrs.get("mode", "reduced") == "complete":
+            raise NotImplementedError(
+                f"linalg.qr: no gradient for mode='complete' with more rows ({m}) than "
+                f"columns ({n}): the last {m - n} columns of Q are not unique; use "
+                "mode='reduced'")
+        return _qr_grad_tall(q, r, dq, dr)
+    # m < n (Liao et al. 2019, "Differentiable programming tensor networks"):
+    # A = [X | Y] with X = Q U square and Y = Q V: dY = Q dV, and X gets the square-case
+    # gradient with dQ + Y dV^T in place of dQ
+    y = x[..., :, m:]
+    dv = dr[..., :, m:]
+    dx = _qr_grad_tall(q, r[..., :, :m], dq + matmul(y, _mT(dv)), dr[..., :, :m])
+    return concat([dx, matmul(q, dv)], axis=-1)
+
+
+def qr(x, /, *, mode="reduced"):
+    """QR decomposition ``x = Q R`` of a matrix or stack (Householder, as the backend does).
+
+    x: ``(..., M, N)`` floating, first ``min(M, N)`` columns independent. mode:
+    ``'reduced'`` (``Q`` ``(..., M, K)``, ``R`` ``(..., K, N)``, ``K = min(M, N)``) or
+    ``'complete'`` (``Q`` ``(..., M, M)``, ``R`` ``(..., M, N)``). Result:
+    ``QRResult(Q, R)``. Raises ``ValueError`` for a < 2-d input or another mode. Gradient:
+    Walter & Lehmann (2018) / Liao et al. (2019), ``(dQ + Q copyltu(R dR^T - dQ^T Q)) R^-T``
+    for ``M >= N``, and the split ``A = [X | Y]`` of Liao et al. for ``M < N``;
+    ``mode='complete'`` with ``M > N`` raises ``NotImplementedError`` (the extra columns of
+    ``Q`` are not unique). Real dtypes only.
+    """
+    if mode not in ("reduced", "complete"):
+        raise ValueError(f"linalg.qr: mode must be 'reduced' or 'complete', got {mode!r}")
+    return QRResult(*_qr(x, mode=mode))
+
+
+# --- pinv ----------------------------------------------------------------------------------------
+@primitive("Pinv", samples=[Sample((3, 3)), Sample((4, 2)), Sample((2, 3)), Sample((2, 4, 3)),
+                            Sample((1, 1), domain=(0.5, 2.0)), Sample((0, 0)), Sample((3, 0))])
+def _pinv(x, *, rtol=None):
+    _matrix("pinv", x)
+    return _ns(x).linalg.pinv(x, rtol=rtol)
+
+
+@RegisterGradient("Pinv")
+def _pinv_grad(op, dp):
+    # Golub & Pereyra 1973, "The differentiation of pseudo-inverses and nonlinear least squares
+    # problems whose variables separate", for X = A^+ at constant rank:
+    #   dX = -X dA X + X X^T dA^T (I - A X) + (I - X A) dA^T X^T X
+    # whose adjoint is dA = -X^T dX X^T + (I - A X) dX^T X X^T + X^T X dX^T (I - X A)
+    a = op.inputs[0]
+    _real_only("pinv", a)
+    p = op.outputs[0]
+    pt, dpt = _mT(p), _mT(dp)
+    g = -matmul(matmul(pt, dp), pt)
+    t2 = matmul(dpt, matmul(p, pt))
+    t3 = matmul(matmul(pt, p), dpt)
+    return g + (t2 - matmul(a, matmul(p, t2))) + (t3 - matmul(matmul(t3, p), a))
+
+
+def pinv(x, /, *, rtol=None):
+    """Moore-Penrose pseudo-inverse of a matrix or stack.
+
+    x: ``(..., M, N)`` floating. rtol: singular values ``<= rtol * largest`` count as zero
+    (float or array broadcasting against ``x.shape[:-2]``; default ``max(M, N) * eps``).
+    Result: ``(..., N, M)``. Raises ``ValueError`` for a < 2-d input. Gradient: Golub &
+    Pereyra (1973), valid where the rank is locally constant (a full-rank ``x``); real
+    dtypes only.
+    """
+    return _pinv(x, rtol=rtol._value if isinstance(rtol, Tensor) else rtol)
+
+
+# --- matrix_norm, vector_norm --------------------------------------------------------------------
+_MATRIX_ORDS = ("fro", "nuc", 1, -1, 2, -2, _INF, -_INF)
+
+
+@primitive("MatrixNorm", samples=[
+    Sample((3, 4)), Sample((2, 3, 3), keepdims=True), Sample((3, 4), ord="nuc"),
+    Sample((2, 4, 3), ord=2), Sample((3, 3), ord=-2), Sample((3, 4), ord=1),
+    Sample((2, 3, 4), ord=-1), Sample((4, 3), ord=_INF), Sample((3, 4), ord=-_INF, keepdims=True),
+    Sample((2, 3), ord="nuc", keepdims=True), Sample((0, 3)), Sample((1, 1), ord=2)])
+def _matrix_norm(x, *, keepdims=False, ord="fro"):  # noqa: A002 - Array API name
+    _matrix("matrix_norm", x)
+    return _ns(x).linalg.matrix_norm(x, keepdims=keepdims, ord=ord)
+
+
+@RegisterGradient("MatrixNorm")
+def _matrix_norm_grad(op, dy):
+    # 'fro': x / |x|_F;  'nuc': U V^T;  2 / -2: u_1 v_1^T for the largest / smallest singular
+    # value (Townsend 2016); 1 / -1 (inf / -inf): sign(x) on the column (row) of largest /
+    # smallest absolute sum, split evenly among ties
+    x = op.inputs[0]
+    _real_only("matrix_norm", x)
+    if x.size == 0:
+        return zeros_like(x)
+    order = op.attrs.get("ord", "fro")
+    kept = x.shape[:-2] + (1, 1)
+    dyk = reshape(dy, kept)
+    if order in ("fro", None):
+        yk = reshape(op.outputs[0], kept)
+        return dyk * x / where(yk == 0.0, ones_like(yk), yk)  # y = 0 only at x = 0: gradient 0
+    if order in ("nuc", 2, -2):
+        u, _, vh = _svd(x, full_matrices=False)
+        if order == 2:
+            u, vh = u[..., :, :1], vh[..., :1, :]
+        elif order == -2:
+            u, vh = u[..., :, -1:], vh[..., -1:, :]
+        return dyk * matmul(u, vh)
+    along, across = (-2, -1) if order in (1, -1) else (-1, -2)  # summed axis, chosen axis
+    sums = _sum(_abs(x), axis=along, keepdims=True)
+    pick = _max if order > 0 else _min
+    mask = astype(sums == pick(sums, axis=across, keepdims=True), x.dtype)
+    return dyk * sign(x) * (mask / _sum(mask, axis=across, keepdims=True))
+
+
+def matrix_norm(x, /, *, keepdims=False, ord="fro"):  # noqa: A002 - Array API name
+    """Matrix norm of a matrix or stack (Array API ``linalg.matrix_norm``).
+
+    x: ``(..., M, N)`` floating. ord: ``'fro'`` (default), ``'nuc'`` (sum of singular
+    values), ``2`` / ``-2`` (largest / smallest singular value), ``1`` / ``-1`` (max / min
+    absolute column sum), ``inf`` / ``-inf`` (max / min absolute row sum). Result: ``(...)``,
+    or ``(..., 1, 1)`` with ``keepdims``; real dtype. Raises ``ValueError`` for another ord or
+    a < 2-d input. Gradient: ``x / norm`` ('fro', 0 at x = 0), ``U V^T`` ('nuc'),
+    ``u_i v_i^T`` (2, -2; Townsend 2016), ``sign(x)`` on the extreme column / row with ties
+    split evenly (1, -1, inf, -inf); real dtypes only.
+    """
+    if ord is None:
+        ord = "fro"  # noqa: A001
+    if ord not in _MATRIX_ORDS:
+        raise ValueError(f"linalg.matrix_norm: ord must be one of 'fro', 'nuc', 1, -1, 2, -2, "
+                         f"inf, -inf; got {ord!r} (use linalg.vector_norm for p-norms of the "
+                         "entries)")
+    return _matrix_norm(x, keepdims=keepdims, ord=ord)
+
+
+@primitive("VectorNorm", samples=[
+    Sample((5,)), Sample((3, 4), axis=1), Sample((2, 3, 4), axis=(0, 2), keepdims=True),
+    Sample(()), Sample((3, 4), ord=1), Sample((3, 4), axis=0, ord=_INF),
+    Sample((2, 3, 4), axis=(-1, -2), ord=-_INF), Sample((3, 4), ord=3),
+    Sample(Arg((4,), (0.3, 2.0)), ord=0.5), Sample(Arg((2, 4), (-2.0, -0.3)), axis=-1, ord=-1.5),
+    Sample((3, 4), ord=0), Sample((0, 3), axis=1), Sample((1, 1), axis=0, keepdims=True)])
+def _vector_norm(x, *, axis=None, keepdims=False, ord=2):  # noqa: A002 - Array API name
+    try:
+        return _ns(x).linalg.vector_norm(x, axis=axis, keepdims=keepdims, ord=ord)
+    except (ValueError, IndexError) as e:
+        raise ValueError(f"linalg.vector_norm: cannot take the norm of an input of shape "
+                         f"{_shape(x)} with axis={axis!r}, ord={ord!r}: {e}; axis must be "
+                         "None or distinct axes of x, ord a number or +-inf") from e
+
+
+@RegisterGradient("VectorNorm")
+def _vector_norm_grad(op, dy):
+    # d|x|_p / dx_i = sign(x_i) (|x_i| / |x|_p)^(p - 1) (Petersen & Pedersen, "The Matrix
+    # Cookbook" for p = 2): x / |x| for p = 2, sign(x) for p = 1, sign(x) on the extreme
+    # elements (ties split evenly) for +-inf, 0 for the count p = 0. Where the norm is 0
+    # (x = 0) the gradient is 0 (a subgradient) for p > 0.
+    x = op.inputs[0]
+    _real_only("vector_norm", x)
+    order = op.attrs.get("ord", 2)
+    if x.size == 0 or order == 0:
+        return zeros_like(x)
+    axis = op.attrs.get("axis")
+    kept = _kept_shape(x.shape, axis)
+    dyk = reshape(dy, kept)
+    if order == 1:
+        return dyk * sign(x)
+    if order in (_INF, -_INF):
+        ax = _abs(x)
+        pick = _max if order > 0 else _min
+        mask = astype(ax == pick(ax, axis=axis, keepdims=True), x.dtype)
+        return dyk * sign(x) * (mask / _sum(mask, axis=axis, keepdims=True))
+    yk = reshape(op.outputs[0], kept)
+    safe = where(yk == 0.0, ones_like(yk), yk)
+    if order == 2:
+        return dyk * x / safe
+    return dyk * sign(x) * (_abs(x) / safe) ** (order - 1.0)
+
+
+def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002 - Array API name
+    """Vector p-norm over ``axis`` (Array API ``linalg.vector_norm``).
+
+    x: any shape, floating. axis: None (all elements), int or tuple of ints. ord: any real
+    ``p`` (``sum(|x|^p)^(1/p)``), ``inf`` / ``-inf`` (max / min of ``|x|``), ``0`` (number of
+    nonzero elements). Result: ``x.shape`` without ``axis`` (kept as size 1 with
+    ``keepdims``), real dtype. Raises ``ValueError`` for a bad axis. Gradient:
+    ``sign(x) (|x| / norm)^(p-1)`` (``x / norm`` for p = 2), ``sign(x)`` on the extreme
+    elements with ties split evenly for +-inf, 0 for ord = 0. At ``x = 0`` the gradient is
+    the subgradient 0 (p > 0); for p < 1 it is infinite at zero elements. Real dtypes only.
+    """
+    if isinstance(axis, list):
+        axis = tuple(axis)
+    return _vector_norm(x, axis=axis, keepdims=keepdims, ord=ord)
+
+
+# --- matrix_power --------------------------------------------------------------------------------
+def matrix_power(x, n, /):
+    """``x`` to the integer power ``n`` (a stack of square matrices).
+
+    x: ``(..., M, M)`` floating; n: int (0: identity, negative: powers of ``inv(x)``).
+    Result: ``x``'s shape. Raises ``ValueError`` for a non-square input, ``TypeError`` for a
+    non-integer ``n``. Computed by repeated squaring with ``matmul`` (and ``inv`` first for
+    ``n < 0``), as NumPy does, so its gradient is that of those ops (Giles 2008);
+    ``n = 0`` gives a constant (zero gradient).
+    """
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise TypeError(f"linalg.matrix_power: n must be an integer, got "
+                        f"{type(n).__name__}") from None
+    t = asarray(x)
+    _square("matrix_power", t._value)
+    if n == 0:
+        return _const(t, lambda xp, dt: xp.broadcast_to(xp.eye(t.shape[-1], dtype=dt),
+                                                        t.shape))
+    if n < 0:
+        t, n = inv(t), -n
+    result = None
+    while True:  # binary decomposition of n
+        if n & 1:
+            result = t if result is None else matmul(result, t)
+        n >>= 1
+        if not n:
+            return result
+        t = matmul(t, t)
+
+
+# --- matrix_rank ---------------------------------------------------------------------------------
+@primitive("MatrixRank")
+def _matrix_rank(x, *, rtol=None):
+    _matrix("matrix_rank", x)
+    return _ns(x).linalg.matrix_rank(x, rtol=rtol)
+
+
+no_gradient("MatrixRank")
+
+
+def matrix_rank(x, /, *, rtol=None):
+    """Rank (number of singular values ``> rtol * largest``) of a matrix or stack.
+
+    x: ``(..., M, N)`` floating. rtol: float or array broadcasting against ``x.shape[:-2]``;
+    default ``max(M, N) * eps``. Result: ``(...)``, default integer dtype. Raises
+    ``ValueError`` for a < 2-d input. Not differentiable (an integer result).
+    """
+    return _matrix_rank(x, rtol=rtol._value if isinstance(rtol, Tensor) else rtol)
+
+
+# --- outer, cross --------------------------------------------------------------------------------
+@primitive("Outer", samples=[Sample((3,), (4,)), Sample((0,), (2,)), Sample((1,), (1,)),
+                             Sample((2,), (0,))])
+def _outer(x1, x2):
+    if len(_shape(x1)) != 1 or len(_shape(x2)) != 1:
+        raise ValueError(f"linalg.outer: x1 and x2 must be 1-d, got shapes {_shape(x1)} and "
+                         f"{_shape(x2)}; use x1[..., :, None] * x2[..., None, :] for stacks")
+    return _ns(x1, x2).linalg.outer(x1, x2)
+
+
+@RegisterGradient("Outer")
+def _outer_grad(op, dy):
+    # y_ij = a_i b_j: da = dy b, db = dy^T a
+    a, b = op.inputs
+    _real_only("outer", a, b)
+    return matmul(dy, b), matmul(a, dy)
+
+
+def outer(x1, x2, /):
+    """Outer product of two vectors: ``(N,)`` and ``(M,)`` -> ``(N, M)``.
+
+    Raises ``ValueError`` unless both are 1-d. Gradient: ``dx1 = dy @ x2``,
+    ``dx2 = x1 @ dy``; real dtypes only.
+    """
+    return _outer(x1, x2)
+
+
+@primitive("Cross", samples=[Sample((3,), (3,)), Sample((2, 3), (3,)), Sample((4, 1, 3), (2, 3)),
+                             Sample((3, 2), (3, 2), axis=-2), Sample((2, 3, 4), (3, 1), axis=-2),
+                             Sample((0, 3), (3,))])
+def _cross(x1, x2, *, axis=-1):
+    s1, s2 = _shape(x1), _shape(x2)
+    if not (isinstance(axis, int) and -min(len(s1), len(s2)) <= axis <= -1):
+        raise ValueError(f"linalg.cross: axis must be a negative int in [-N, -1] with N the "
+                         f"smaller of the ranks of x1 {s1} and x2 {s2}; got {axis!r}")
+    if s1[axis] != 3 or s2[axis] != 3:
+        raise ValueError(f"linalg.cross: x1 {s1} and x2 {s2} must both have size 3 along axis "
+                         f"{axis} (3-vectors)")
+    try:
+        return _ns(x1, x2).linalg.cross(x1, x2, axis=axis)
+    except ValueError as e:
+        raise ValueError(f"linalg.cross: shapes {s1} and {s2} do not broadcast: {e}") from e
+
+
+@RegisterGradient("Cross")
+def _cross_grad(op, dy):
+    # <dy, a x b> = <b x dy, a> = <dy x a, b> (scalar triple product); the tape sums these
+    # output-shaped gradients over broadcast axes
+    a, b = op.inputs
+    _real_only("cross", a, b)
+    axis = op.attrs.get("axis", -1)
+    return _cross(b, dy, axis=axis), _cross(dy, a, axis=axis)
+
+
+def cross(x1, x2, /, *, axis=-1):
+    """Cross product of 3-vectors along ``axis``, broadcasting the other axes.
+
+    x1, x2: size 3 along ``axis`` (a negative int, Array API 2023.12+). Result: the broadcast
+    shape. Raises ``ValueError`` for a positive or out-of-range axis, a size other than 3, or
+    shapes that do not broadcast. Gradient: ``dx1 = x2 x dy``, ``dx2 = dy x x1`` (scalar
+    triple product), summed over broadcast axes; real dtypes only.
+    """
+    return _cross(x1, x2, axis=axis)
+
+
+# --- trace, diagonal -----------------------------------------------------------------------------
+@primitive("Trace", samples=[Sample((3, 3)), Sample((3, 4), offset=1),
+                             Sample((2, 3, 4), offset=-1), Sample((2, 2), offset=3),
+                             Sample((0, 0)), Sample((2, 0, 3)), Sample((1, 1))])
+def _trace(x, *, offset=0, dtype=None):
+    _matrix("trace", x)
+    xp = _ns(x)
+    return xp.linalg.trace(x, offset=offset, dtype=_xp_dtype(xp, dtype))
+
+
+@RegisterGradient("Trace")
+def _trace_grad(op, dy):
+    # tr_k(A) = sum_i A_{i, i+k}: dA = dy on the k-th diagonal (a linear map)
+    x = op.inputs[0]
+    if dy.dtype != x.dtype:
+        dy = astype(dy, x.dtype)
+    m, n = x.shape[-2:]
+    return _as_mat(dy) * _eye(x, m, n, k=op.attrs.get("offset", 0))
+
+
+def trace(x, /, *, offset=0, dtype=None):
+    """Sum of the ``offset``-th diagonal of a matrix or stack.
+
+    x: ``(..., M, N)`` numeric. offset: 0 main diagonal, > 0 above, < 0 below. dtype: of the
+    result (default: ``x``'s, integer dtypes widened as by ``sum``). Result: ``(...)``.
+    Raises ``ValueError`` for a < 2-d input. Gradient: ``dy`` placed on that diagonal.
+    """
+    return _trace(x, offset=offset, dtype=dtype)
+
+
+@primitive("Diagonal", samples=[Sample((3, 3)), Sample((3, 4), offset=1),
+                                Sample((2, 4, 3), offset=-1), Sample((3, 4), offset=-2),
+                                Sample((4, 2), offset=1), Sample((2, 2), offset=3),
+                                Sample((0, 2)), Sample((1, 1))])
+def _diagonal(x, *, offset=0):
+    _matrix("diagonal", x)
+    return _ns(x).linalg.diagonal(x, offset=offset)
+
+
+@RegisterGradient("Diagonal")
+def _diagonal_grad(op, dy):
+    # the cotangent placed back on the k-th diagonal: element l sits at (l, l + k) (k >= 0) or
+    # (l - k, l) (k < 0), so dA = E_k * dy' broadcast along columns (rows), with dy' zero-padded
+    # to M (N) entries
+    x = op.inputs[0]
+    k = op.attrs.get("offset", 0)
+    m, n = x.shape[-2:]
+    length = m if k >= 0 else n
+    pad = length - dy.shape[-1]
+    if pad:
+        zeros = _const(dy, lambda xp, dt: xp.zeros(dy.shape[:-1] + (pad,), dtype=dt))
+        dy = concat([dy, zeros], axis=-1)
+    return expand_dims(dy, axis=-1 if k >= 0 else -2) * _eye(x, m, n, k=k)
+
+
+def diagonal(x, /, *, offset=0):
+    """The ``offset``-th diagonal of a matrix or stack.
+
+    x: ``(..., M, N)``. offset: 0 main diagonal, > 0 above, < 0 below. Result:
+    ``(..., L)`` with ``L`` the diagonal's length (0 if ``offset`` is out of range), ``x``'s
+    dtype. Raises ``ValueError`` for a < 2-d input. Gradient: ``dy`` placed back on that
+    diagonal of zeros.
+    """
+    return _diagonal(x, offset=offset)
+
+
+__all__ = ["cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "matrix_norm",
+           "matrix_power", "matrix_rank", "outer", "pinv", "qr", "slogdet", "solve", "svd",
+           "svdvals", "trace", "vector_norm", "EighResult", "QRResult", "SlogdetResult",
+           "SVDResult"]
