@@ -1,8 +1,12 @@
 """Reductions: forward values against NumPy, hand-checked and numerical gradients, errors."""
 from __future__ import annotations
 
+import array_api_strict as xs
+import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tapegrad as tg
 
@@ -195,3 +199,97 @@ def test_errors():
         tg.sum(tg.ones((2, 3)), axis=-3)
     with pytest.raises(ValueError, match=r"max: cannot reduce a tensor of shape \(0, 3\)"):
         tg.max(tg.ones((0, 3)), axis=0)  # no maximum of an empty slice
+
+
+# --- cumulative_prod, count_nonzero (Array API 2024.12) -----------------------------------------
+SETTINGS = settings(max_examples=25, deadline=None)
+STRICT = type(xs.asarray(0.0))
+
+
+@SETTINGS
+@given(data=st.data(), dtype=st.sampled_from([np.float32, np.float64, np.int64]),
+       shape=hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=4))
+def test_cumulative_prod_matches_the_backends(data, dtype, shape):
+    x = data.draw(hnp.arrays(dtype, shape, elements=st.integers(-3, 3)))
+    axis = data.draw(st.integers(-x.ndim, x.ndim - 1)) if x.ndim > 1 or data.draw(
+        st.booleans()) else None
+    include_initial = data.draw(st.booleans())
+    got = tg.cumulative_prod(tg.constant(x), axis=axis, include_initial=include_initial)
+    want = np.cumulative_prod(x, axis=axis, include_initial=include_initial)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got.numpy(), want)
+    s = tg.cumulative_prod(tg.asarray(xs.asarray(x)), axis=axis, include_initial=include_initial)
+    assert type(s._value) is STRICT
+    np.testing.assert_array_equal(s.numpy(), want)
+
+
+@pytest.mark.parametrize("x, axis", [
+    ([2.0, 0.0, 3.0, 4.0], None),            # one zero
+    ([0.0, 2.0, 0.0, 5.0], None),            # two zeros, the first at the start
+    ([1.5, -2.0, 0.5, 0.0], None),           # a zero at the end
+    ([[0.0, 1.0, 2.0], [3.0, 0.0, 0.0], [1.0, 2.0, 3.0]], 1),
+    ([[0.0, 1.0, 2.0], [3.0, 0.0, 0.0], [1.0, 2.0, 3.0]], 0),
+])
+@pytest.mark.parametrize("include_initial", [False, True])
+def test_cumulative_prod_gradient_with_zeros(x, axis, include_initial):
+    # first order is exact at exact zeros: the function is a polynomial, central differences
+    # are exact enough; dx_j = sum_{k>=j} w_k prod_{i<=k, i!=j} x_i
+    x = np.asarray(x)
+    w = RNG.normal(size=np.cumulative_prod(x, axis=axis, include_initial=include_initial).shape)
+
+    def f(t):
+        return tg.sum(tg.cumulative_prod(t, axis=axis, include_initial=include_initial) * w)
+
+    np.testing.assert_allclose(_grad(f, x), _num_grad(f, x), rtol=1e-7, atol=1e-9)
+    tg.test.check_gradients(f, [x], order=1)
+
+
+def test_cumulative_prod_gradient_by_hand():
+    # y = (a, ab, abc): d sum(y)/da = 1 + b + bc, /db = a + ac, /dc = ab
+    np.testing.assert_allclose(_grad(lambda t: tg.sum(tg.cumulative_prod(t)), [2.0, 3.0, 5.0]),
+                               [1 + 3 + 15, 2 + 10, 6])
+    # with b = 0: d/da = 1 + 0 + 0, d/db = a + ac, d/dc = ab = 0
+    np.testing.assert_allclose(_grad(lambda t: tg.sum(tg.cumulative_prod(t)), [2.0, 0.0, 5.0]),
+                               [1.0, 2 + 10, 0.0])
+
+
+def test_cumulative_prod_second_order_away_from_zeros():
+    x = RNG.uniform(0.5, 1.5, size=(3, 4)) * RNG.choice([-1.0, 1.0], size=(3, 4))
+    tg.test.check_gradients(lambda t: tg.cumulative_prod(t, axis=1) ** 2, [x], order=2)
+    tg.test.check_gradients(lambda t: tg.cumulative_prod(t, axis=0, include_initial=True), [x],
+                            order=2)
+
+
+def test_cumulative_prod_dtype_and_errors():
+    assert tg.cumulative_prod(tg.constant([1, 2, 3]), dtype=tg.float32).dtype == np.float32
+    with pytest.raises(ValueError, match="axis is required"):
+        tg.cumulative_prod(tg.ones((2, 3)))
+    with pytest.raises(ValueError, match="at least one dimension"):
+        tg.cumulative_prod(tg.constant(2.0))
+
+
+@SETTINGS
+@given(data=st.data(), x=hnp.arrays(st.sampled_from([np.float64, np.int32, np.bool_]),
+                                     hnp.array_shapes(min_dims=0, max_dims=3, min_side=0,
+                                                      max_side=4),
+                                     elements=st.integers(0, 1)))
+def test_count_nonzero_matches_the_backends(data, x):
+    axis = data.draw(st.none() | st.lists(st.integers(0, x.ndim - 1), unique=True).map(tuple)
+                     if x.ndim else st.none())
+    keepdims = data.draw(st.booleans())
+    got = tg.count_nonzero(tg.constant(x), axis=axis, keepdims=keepdims)
+    want = np.count_nonzero(x, axis=axis, keepdims=keepdims)
+    np.testing.assert_array_equal(got.numpy(), want)
+    assert got.shape == np.shape(want)
+    s = tg.count_nonzero(tg.asarray(xs.asarray(x)), axis=axis, keepdims=keepdims)
+    assert type(s._value) is STRICT
+    np.testing.assert_array_equal(s.numpy(), want)
+
+
+def test_count_nonzero_is_not_differentiable():
+    v = tg.Variable([0.0, 1.5, 2.0])
+    with tg.GradientTape() as t:
+        c = tg.count_nonzero(v)
+        y = tg.sum(v) * tg.astype(c, tg.float64)
+    assert int(c) == 2
+    np.testing.assert_array_equal(t.gradient(y, v).numpy(), [2.0, 2.0, 2.0])

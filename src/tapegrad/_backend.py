@@ -75,6 +75,8 @@ def asarray(value, dtype=None, xp=None, copy=None):
         if xp is np and _default is not np:
             xp = _default
     if xp is not np and isinstance(value, (np.ndarray, np.generic)):
+        if dtype is None:
+            dtype = value.dtype  # a NumPy value keeps its dtype on another backend
         value = value.tolist() if value.ndim == 0 else value
     if isinstance(value, (np.generic, float)) and dtype is None and xp is not np:
         value = value.item() if isinstance(value, np.generic) else value

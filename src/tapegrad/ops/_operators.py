@@ -4,7 +4,7 @@ from __future__ import annotations
 from . import elementwise as ew
 from .indexing import getitem
 from .linalg import matmul
-from .manipulation import matrix_transpose
+from .manipulation import matrix_transpose, to_device
 
 
 def _swap(fn):
@@ -23,24 +23,55 @@ def _transpose(x):
     return matrix_transpose(x)
 
 
+def _dlpack(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
+    """The DLPack capsule of the backend array (Array API ``__dlpack__``); the data is shared,
+    so it carries no gradient."""
+    import numpy as np
+
+    from .. import _tensor
+
+    if _tensor._raw_access_hook is not None:  # raw data inside a gradient function
+        _tensor._raw_access_hook(self)
+    v = self._value
+    if isinstance(v, np.generic):  # NumPy scalars have no __dlpack__
+        v = np.asarray(v)
+    kw = {k: a for k, a in (("stream", stream), ("max_version", max_version),
+                            ("dl_device", dl_device), ("copy", copy)) if a is not None}
+    return v.__dlpack__(**kw)
+
+
+def _dlpack_device(self, /):
+    """``(device type, device id)`` of the backend array (Array API ``__dlpack_device__``)."""
+    import numpy as np
+
+    v = self._value
+    return (np.asarray(v) if isinstance(v, np.generic) else v).__dlpack_device__()
+
+
 def attach(cls):
-    """Bind ``+ - * / // % ** @``, unary ops, comparisons, ``[]``, ``.T``/``.mT``, ``astype``."""
+    """Bind ``+ - * / // % ** @``, bitwise ``& | ^ ~ << >>`` (logical on booleans), unary ops,
+    comparisons, ``[]``, ``.T``/``.mT``, ``astype``, ``to_device``, ``__dlpack__``."""
     for name, fn in [("add", ew.add), ("sub", ew.subtract), ("mul", ew.multiply),
                      ("truediv", ew.divide), ("floordiv", ew.floor_divide),
-                     ("mod", ew.remainder), ("pow", ew.pow)]:
+                     ("mod", ew.remainder), ("pow", ew.pow), ("and", ew.bitwise_and),
+                     ("or", ew.bitwise_or), ("xor", ew.bitwise_xor),
+                     ("lshift", ew.bitwise_left_shift), ("rshift", ew.bitwise_right_shift)]:
         setattr(cls, f"__{name}__", fn)
         setattr(cls, f"__r{name}__", _swap(fn))
     for name, fn in [("eq", ew.equal), ("ne", ew.not_equal), ("lt", ew.less),
-                     ("le", ew.less_equal), ("gt", ew.greater), ("ge", ew.greater_equal),
-                     ("and", ew.logical_and), ("or", ew.logical_or), ("xor", ew.logical_xor)]:
+                     ("le", ew.less_equal), ("gt", ew.greater), ("ge", ew.greater_equal)]:
         setattr(cls, f"__{name}__", fn)
     cls.__neg__ = ew.negative
     cls.__pos__ = ew.positive
     cls.__abs__ = ew.abs
-    cls.__invert__ = ew.logical_not
+    cls.__invert__ = ew.bitwise_invert
     cls.__getitem__ = getitem
     cls.__matmul__ = matmul
     cls.__rmatmul__ = _swap(matmul)
     cls.T = property(_transpose, doc="The transpose of a 2-d tensor (Array API ``x.T``).")
     cls.mT = property(matrix_transpose, doc="The last two axes swapped (``matrix_transpose``).")
-    cls.astype = lambda self, dtype, /, *, copy=True, device=None: ew.astype(self, dtype)
+    cls.astype = lambda self, dtype, /, *, copy=True, device=None: ew.astype(
+        self, dtype, copy=copy, device=device)
+    cls.to_device = lambda self, device, /, *, stream=None: to_device(self, device, stream=stream)
+    cls.__dlpack__ = _dlpack
+    cls.__dlpack_device__ = _dlpack_device

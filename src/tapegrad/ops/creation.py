@@ -1,89 +1,239 @@
-"""Creation functions (Array API names). Their results are constants: no tape records them.
+"""Creation functions (Array API names). Their results are constants: no tape records them,
+except ``tril``/``triu`` and ``meshgrid``, which are built from differentiable inputs.
 
-Without ``dtype`` the backend's defaults apply (float64 and int64 on NumPy). ``xp`` is the
-namespace of the ``*_like`` argument, otherwise NumPy (pass a backend array to ``asarray`` to
-create on another backend).
+The backend that creates an array: for ``*_like``, ``asarray`` of a backend array and
+``from_dlpack`` of a Tensor, the argument's own; otherwise the default backend (NumPy unless
+``TAPEGRAD_ARRAY_BACKEND`` says otherwise), or the library of ``device=`` when that is another
+library's device object (``device=x.device`` for a Tensor on array-api-strict; NumPy for
+``"cpu"``), so that array-API-generic code creates arrays next to its inputs. ``dtype`` is a
+tapegrad (NumPy) dtype, translated for the backend; without it the backend's defaults apply
+(float64 and int64 on NumPy). ``device`` is passed to the backend (NumPy accepts ``"cpu"``).
 """
 from __future__ import annotations
 
-import numpy as np
-
+from .. import _backend
+from .._backend import default_namespace as _default_namespace
 from .._backend import namespace as _ns
-from .._tensor import Tensor, constant
+from .._backend import xp_dtype as _xp_dtype
+from .._registry import RegisterGradient, Sample, primitive
+from .._tensor import Tensor
+from .dtypes import namespace_of as _namespace_of
 
 
 def _v(x):
     return x._value if isinstance(x, Tensor) else x
 
 
+def _xp(device):
+    """The namespace that creates an array on ``device``: the default backend (NumPy unless
+    ``TAPEGRAD_ARRAY_BACKEND`` says otherwise) for None, else the device's library (NumPy for
+    ``"cpu"``)."""
+    if device is None:
+        return _default_namespace()
+    return _namespace_of(device)
+
+
 def asarray(obj, /, *, dtype=None, device=None, copy=None):
     """A Tensor from a scalar, nested sequence, backend array or Tensor (Array API ``asarray``).
 
-    A Tensor of the requested dtype is returned unchanged (Tensors are immutable).
+    dtype: by default inferred (Python floats: the backend's default float, ints: its default
+    integer). A Tensor's or non-NumPy backend array stays on its own backend; Python data and
+    NumPy arrays go to the default backend (or to the library of ``device``). ``copy``: True
+    always copies, False raises ``ValueError`` if a copy is needed, None copies only if
+    needed. A Tensor of the requested dtype and device is returned unchanged unless
+    ``copy=True`` (Tensors are immutable). The result is a constant: no tape records it.
     """
-    if isinstance(obj, Tensor) and (dtype is None or obj.dtype == dtype):
-        return obj
-    return constant(obj, dtype)
+    tensor = isinstance(obj, Tensor)
+    if tensor:
+        if ((dtype is None or obj.dtype == dtype) and (device is None or device == obj.device)
+                and not copy):
+            return obj
+        obj = obj._value
+    if device is None:  # a Tensor's array stays on its backend; other data: see _backend.asarray
+        return Tensor(_backend.asarray(obj, dtype=dtype, xp=_ns(obj) if tensor else None,
+                                       copy=copy))
+    xp = _xp(device)
+    return Tensor(xp.asarray(obj, dtype=_xp_dtype(xp, dtype), device=device, copy=copy))
 
 
 def zeros(shape, *, dtype=None, device=None):
     """A constant Tensor of zeros; ``shape``: int or tuple of ints."""
-    return Tensor(np.zeros(shape, dtype=dtype))
+    xp = _xp(device)
+    return Tensor(xp.zeros(shape, dtype=_xp_dtype(xp, dtype), device=device))
 
 
 def ones(shape, *, dtype=None, device=None):
     """A constant Tensor of ones; ``shape``: int or tuple of ints."""
-    return Tensor(np.ones(shape, dtype=dtype))
+    xp = _xp(device)
+    return Tensor(xp.ones(shape, dtype=_xp_dtype(xp, dtype), device=device))
 
 
 def full(shape, fill_value, *, dtype=None, device=None):
-    """A constant Tensor of ``shape`` filled with ``fill_value`` (Python scalar)."""
-    return Tensor(np.full(shape, fill_value, dtype=dtype))
+    """A constant Tensor of ``shape`` filled with ``fill_value`` (Python scalar); without
+    ``dtype`` the default dtype of ``fill_value``'s kind (bool, integer, float, complex)."""
+    xp = _xp(device)
+    return Tensor(xp.full(shape, fill_value, dtype=_xp_dtype(xp, dtype), device=device))
 
 
 def empty(shape, *, dtype=None, device=None):
-    """An uninitialised constant Tensor of ``shape``."""
-    return Tensor(np.empty(shape, dtype=dtype))
+    """An uninitialised constant Tensor of ``shape`` (int or tuple of ints)."""
+    xp = _xp(device)
+    return Tensor(xp.empty(shape, dtype=_xp_dtype(xp, dtype), device=device))
 
 
 def zeros_like(x, /, *, dtype=None, device=None):
     """Zeros with the shape (and by default the dtype and backend) of ``x``; a constant."""
     v = _v(x)
-    return Tensor(_ns(v).zeros_like(v, dtype=dtype))
+    xp = _ns(v)
+    return Tensor(xp.zeros_like(v, dtype=_xp_dtype(xp, dtype), device=device))
 
 
 def ones_like(x, /, *, dtype=None, device=None):
     """Ones with the shape (and by default the dtype and backend) of ``x``; a constant."""
     v = _v(x)
-    return Tensor(_ns(v).ones_like(v, dtype=dtype))
+    xp = _ns(v)
+    return Tensor(xp.ones_like(v, dtype=_xp_dtype(xp, dtype), device=device))
 
 
 def full_like(x, /, fill_value, *, dtype=None, device=None):
     """``fill_value`` with the shape (and by default the dtype and backend) of ``x``."""
     v = _v(x)
-    return Tensor(_ns(v).full_like(v, fill_value, dtype=dtype))
+    xp = _ns(v)
+    return Tensor(xp.full_like(v, fill_value, dtype=_xp_dtype(xp, dtype), device=device))
 
 
 def empty_like(x, /, *, dtype=None, device=None):
     """Uninitialised, with the shape (and by default the dtype and backend) of ``x``."""
     v = _v(x)
-    return Tensor(_ns(v).empty_like(v, dtype=dtype))
+    xp = _ns(v)
+    return Tensor(xp.empty_like(v, dtype=_xp_dtype(xp, dtype), device=device))
 
 
 def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
-    """Evenly spaced values in ``[start, stop)`` (Array API ``arange``); a 1-d constant."""
-    return Tensor(np.arange(start, stop, step, dtype=dtype))
+    """Evenly spaced values in ``[start, stop)`` (Array API ``arange``); a 1-d constant.
+
+    With one argument, ``start`` is the stop and the start is 0.
+    """
+    xp = _xp(device)
+    return Tensor(xp.arange(start, stop, step, dtype=_xp_dtype(xp, dtype), device=device))
 
 
 def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     """``num`` evenly spaced values from ``start`` to ``stop``; a 1-d constant."""
-    return Tensor(np.linspace(start, stop, num, dtype=dtype, endpoint=endpoint))
+    xp = _xp(device)
+    return Tensor(xp.linspace(start, stop, num, dtype=_xp_dtype(xp, dtype), device=device,
+                              endpoint=endpoint))
 
 
 def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
     """A 2-d constant with ones on the ``k``-th diagonal, shape ``(n_rows, n_cols or n_rows)``."""
-    return Tensor(np.eye(n_rows, n_cols, k=k, dtype=dtype))
+    xp = _xp(device)
+    return Tensor(xp.eye(n_rows, n_cols, k=k, dtype=_xp_dtype(xp, dtype), device=device))
 
+
+def from_dlpack(x, /, *, device=None, copy=None):
+    """A constant Tensor holding the data of ``x``, an object with ``__dlpack__`` (a Tensor,
+    a NumPy/CuPy/torch array...), shared without a copy where possible.
+
+    A Tensor keeps its backend; any other object becomes a NumPy array (or one of ``device``'s
+    library). ``copy``: as in :func:`asarray`. Raises the backend's error (``BufferError``,
+    ``TypeError``) when the object cannot be exchanged (e.g. it lives on a GPU and NumPy is
+    asked for it).
+    """
+    if isinstance(x, Tensor):
+        xp = _ns(x._value) if device is None else _xp(device)
+        x = x._value
+    else:
+        xp = _xp(device)
+    kw = {} if device is None else {"device": device}
+    if copy is not None:
+        kw["copy"] = copy
+    return Tensor(xp.from_dlpack(x, **kw))
+
+
+# --- tril, triu ------------------------------------------------------------------------------
+_TRI_SAMPLES = [Sample((4, 4)), Sample((3, 5), k=1), Sample((2, 3, 4), k=-1),
+                Sample((4, 3), k=-5), Sample((0, 3)), Sample((1, 1)), Sample((2, 0, 2), k=1)]
+
+
+def _check_matrix(fn, x):
+    if len(x.shape) < 2:
+        raise ValueError(f"{fn}: expected a tensor of at least 2 dimensions (..., M, N), got "
+                         f"shape {tuple(x.shape)}; reshape it to a matrix first")
+
+
+@primitive("Tril", samples=_TRI_SAMPLES)
+def _tril(x, *, k=0):
+    _check_matrix("tril", x)
+    return _ns(x).tril(x, k=k)
+
+
+@RegisterGradient("Tril")
+def _tril_grad(op, dy):
+    return tril(dy, k=op.attrs.get("k", 0))  # a linear mask: the cotangent masked the same way
+
+
+@primitive("Triu", samples=_TRI_SAMPLES)
+def _triu(x, *, k=0):
+    _check_matrix("triu", x)
+    return _ns(x).triu(x, k=k)
+
+
+@RegisterGradient("Triu")
+def _triu_grad(op, dy):
+    return triu(dy, k=op.attrs.get("k", 0))
+
+
+def tril(x, /, *, k=0):
+    """The lower triangle of the matrices in ``x``: elements above diagonal ``k`` set to zero.
+
+    x: shape ``(..., M, N)``, at least 2-d; k: 0 the main diagonal, > 0 above, < 0 below.
+    Result: ``x``'s shape and dtype. Raises ``ValueError`` for fewer than 2 dimensions.
+    Gradient: the cotangent masked the same way (``tril(dy, k)``; the op is linear).
+    """
+    return _tril(x, k=k)
+
+
+def triu(x, /, *, k=0):
+    """The upper triangle of the matrices in ``x``: elements below diagonal ``k`` set to zero.
+
+    Shapes, errors as :func:`tril`. Gradient: ``triu(dy, k)`` (the op is a linear mask).
+    """
+    return _triu(x, k=k)
+
+
+def meshgrid(*arrays, indexing="xy"):
+    """Coordinate grids from 1-d tensors (Array API ``meshgrid``); differentiable.
+
+    arrays: ``n`` 1-d tensors of sizes ``N1..Nn``. indexing: ``"xy"`` (Cartesian: the first two
+    output axes swapped, shape ``(N2, N1, N3, ...)``) or ``"ij"`` (matrix: ``(N1, ..., Nn)``).
+    Returns a list of ``n`` tensors of that shape, output ``i`` varying along input ``i``'s axis;
+    each keeps its input's dtype. Raises ``ValueError`` for a non-1-d input or another
+    ``indexing``. Built from ``reshape`` and ``broadcast_to``, so the gradient of each input is
+    its output's cotangent summed over the other axes.
+    """
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+    for i, a in enumerate(arrays):
+        if len(getattr(a, "shape", ())) != 1:
+            raise ValueError(f"meshgrid: array {i} has shape {tuple(getattr(a, 'shape', ()))}; "
+                             "every array must be 1-d (flatten it with reshape(x, (-1,)))")
+    sizes = [a.shape[0] for a in arrays]
+    axes = list(range(len(arrays)))
+    if indexing == "xy" and len(arrays) > 1:
+        axes[0], axes[1] = 1, 0
+    shape = [0] * len(arrays)
+    for a, n in zip(axes, sizes):
+        shape[a] = n
+    out = []
+    for a, x in zip(axes, arrays):
+        s = [1] * len(arrays)
+        s[a] = shape[a]
+        out.append(broadcast_to(reshape(x, tuple(s)), tuple(shape)))
+    return out
+
+
+from .manipulation import broadcast_to, reshape  # noqa: E402  (manipulation imports no creation)
 
 __all__ = ["asarray", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
-           "empty_like", "arange", "linspace", "eye"]
+           "empty_like", "arange", "linspace", "eye", "from_dlpack", "tril", "triu", "meshgrid"]

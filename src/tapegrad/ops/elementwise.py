@@ -5,6 +5,15 @@ Each row of ``_UNARY`` / ``_BINARY`` gives the public name, the op type, the gra
 the textbook derivatives (Abramowitz & Stegun ch. 4); where one is less obvious its derivation
 is given on the row. Broadcasting and type promotion of the inputs are undone centrally by the
 tape, so binary formulas return output-shaped gradients.
+
+Complex inputs follow the convention of TensorFlow and PyTorch (also ``tg.fft``'s): the
+cotangent of a complex ``z`` for a real loss ``L`` is ``dL/dRe(z) + i dL/dIm(z)``. For a
+holomorphic ``f`` this makes the gradient ``dy * conj(f'(z))``, which the rows listed in
+``_HOLOMORPHIC`` get from their real formula as ``conj(formula(conj(dy)))`` (the formulas are
+linear in ``dy``); the rows in ``_COMPLEX_AS_IS`` are already right for complex inputs
+(``abs``: ``dy * z / |z|``; ``real``, ``imag``, ``conj``: their own rules); every other row
+raises ``NotImplementedError`` for a complex input. A real input of a complex result gets the
+real part of its gradient.
 """
 from __future__ import annotations
 
@@ -36,7 +45,7 @@ def _unary_forward(name):
     fns = {}  # the namespace's function, cached per array class
     np_fn = getattr(_np, name)
 
-    def forward(x):
+    def forward(x, /):
         if type(x) is _ndarray:
             return np_fn(x)
         f = fns.get(type(x))
@@ -52,7 +61,7 @@ def _binary_forward(name):
     fns = {}
     np_fn = getattr(_np, name)
 
-    def forward(x1, x2):
+    def forward(x1, x2, /):
         if type(x1) is _ndarray:
             return np_fn(x1, x2)
         key = (type(x1), type(x2))
@@ -95,7 +104,9 @@ _UNARY = [
     ("acos", "Acos", lambda x, y, dy: negative(dy / sqrt(1.0 - x * x)), _UNIT),
     ("atan", "Atan", lambda x, y, dy: dy / (x * x + 1.0), _R),
     ("asinh", "Asinh", lambda x, y, dy: dy / sqrt(x * x + 1.0), _R),
-    ("acosh", "Acosh", lambda x, y, dy: dy / sqrt(x * x - 1.0), (1.2, 3.0)),
+    # acosh' = 1 / (sqrt(x - 1) sqrt(x + 1)): 1 / sqrt(x^2 - 1) for real x, the right branch
+    # for complex x
+    ("acosh", "Acosh", lambda x, y, dy: dy / (sqrt(x - 1.0) * sqrt(x + 1.0)), (1.2, 3.0)),
     ("atanh", "Atanh", lambda x, y, dy: dy / (1.0 - x * x), _UNIT),
     ("abs", "Abs", lambda x, y, dy: dy * sign(x), _R),  # subgradient 0 at x = 0
     ("reciprocal", "Reciprocal", lambda x, y, dy: negative(dy * y * y), _POS),
@@ -104,6 +115,11 @@ _UNARY = [
     ("ceil", "Ceil", _zero, _R),
     ("round", "Round", _zero, _R),
     ("trunc", "Trunc", _zero, _R),
+    ("conj", "Conj", lambda x, y, dy: conj(dy), _R),  # Re y = Re x, Im y = -Im x
+    ("real", "Real", lambda x, y, dy: astype(dy, x.dtype) if _is_complex(x) else dy, _R),
+    # imag of a real tensor is the constant 0; of a complex one, d/dIm(z) carries dy: i dy
+    ("imag", "Imag", lambda x, y, dy: astype(dy, x.dtype) * 1j if _is_complex(x)
+     else zeros_like(x), _R),
 ]
 
 
@@ -147,7 +163,16 @@ _BINARY = [
     # copysign(a, b) = |a| sign(b): d/da = sign(a) sign(b) = sign(a) sign(y), d/db = 0
     ("copysign", "CopySign", lambda a, b, y, dy: dy * sign(a) * sign(y),
      lambda a, b, y, dy: zeros_like(dy), _R, _R),
+    # nextafter(a, b) is a moved by one ulp towards b: a up to rounding, so d/da = 1, d/db = 0
+    ("nextafter", "NextAfter", lambda a, b, y, dy: dy, lambda a, b, y, dy: zeros_like(dy),
+     _R, _R),
 ]
+
+# complex inputs (see the module docstring); rows in neither set raise NotImplementedError
+_HOLOMORPHIC = {"square", "sqrt", "exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos",
+                "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
+                "reciprocal", "multiply", "divide"}
+_COMPLEX_AS_IS = {"negative", "positive", "abs", "conj", "real", "imag", "add", "subtract"}
 
 _NONDIFF_UNARY = ["logical_not", "isnan", "isinf", "isfinite", "signbit", "bitwise_invert"]
 _NONDIFF_BINARY = ["equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
@@ -159,9 +184,33 @@ def _camel(name):
     return "".join(p.capitalize() for p in name.split("_"))
 
 
+def _is_complex(t) -> bool:
+    return t.dtype.kind == "c"  # Tensor.dtype is a NumPy dtype on every backend
+
+
+def _complex_rule(name, formula):
+    """``formula`` extended to complex inputs as the module docstring says."""
+    if name in _COMPLEX_AS_IS:
+        return formula
+    holomorphic = name in _HOLOMORPHIC
+
+    def rule(*args):
+        *xs, y, dy = args
+        if not _is_complex(y):
+            return formula(*args)
+        if holomorphic:
+            return conj(formula(*xs, y, conj(dy)))
+        raise NotImplementedError(
+            f"the gradient of {name} for complex inputs is not implemented (only real inputs "
+            "are differentiable); differentiate real(z) and imag(z) separately if you need it")
+
+    return rule
+
+
 def _define_unary(name, op_type, formula, domain):
     op = primitive(op_type, samples=_unary_samples(domain))(_unary_forward(name))
     op.__doc__ = f"Elementwise ``{name}(x)``; Array API semantics. x: any shape, float dtype."
+    formula = _complex_rule(name, formula)
 
     @RegisterGradient(op_type)
     def grad(o, dy):
@@ -170,17 +219,28 @@ def _define_unary(name, op_type, formula, domain):
     return op
 
 
+def _real_part_for_real(g, x):
+    """The gradient ``g`` of input ``x`` of an op with a complex result: its real part if ``x``
+    is real (``x`` may be None or a Python scalar when ``g`` is None)."""
+    return real(g) if g is not None and _is_complex(g) and not _is_complex(x) else g
+
+
 def _define_binary(name, op_type, f1, f2, dom1, dom2):
     op = primitive(op_type, samples=_binary_samples(dom1, dom2))(_binary_forward(name))
     op.__doc__ = (f"Elementwise ``{name}(x1, x2)`` with broadcasting and Array API type "
                   "promotion; either input may be a Python scalar.")
+    f1, f2 = _complex_rule(name, f1), _complex_rule(name, f2)
 
     @RegisterGradient(op_type)
     def grad(o, dy):
         a, b = o.inputs
         y = o.outputs[0]
         n1, n2 = o.needs_input_grad
-        return f1(a, b, y, dy) if n1 else None, f2(a, b, y, dy) if n2 else None
+        g1 = f1(a, b, y, dy) if n1 else None
+        g2 = f2(a, b, y, dy) if n2 else None
+        if _is_complex(y):
+            return _real_part_for_real(g1, a), _real_part_for_real(g2, b)
+        return g1, g2
 
     return op
 
@@ -204,7 +264,7 @@ for _name in _NONDIFF_BINARY:
 
 
 @primitive("Identity", samples=_unary_samples(_R))
-def identity(x):
+def identity(x, /):
     """Return ``x`` unchanged (a new Tensor); its gradient passes the cotangent unchanged."""
     return x
 
@@ -215,7 +275,7 @@ def _identity_grad(op, dy):
 
 
 @primitive("StopGradient")
-def stop_gradient(x):
+def stop_gradient(x, /):
     """Return ``x`` as a value that no tape differentiates through (gradient ``None``)."""
     return x
 
@@ -227,7 +287,7 @@ no_gradient("StopGradient")
     Sample(_ns(0).asarray([[True, False, True]]), (2, 3), (3,)),
     Sample(_ns(0).asarray(True), (), (2,)),
 ])
-def where(condition, x1, x2):
+def where(condition, x1, x2, /):
     """``x1`` where ``condition`` else ``x2``, broadcasting all three (Array API ``where``).
 
     condition: boolean array. Gradient: the cotangent routed to the chosen branch.
@@ -284,7 +344,11 @@ def _cast(x, *, dtype):
 @RegisterGradient("Cast")
 def _cast_grad(op, dy):
     x = op.inputs[0]
-    return astype(dy, x.dtype) if _is_floating_dtype(x.dtype) else None
+    if not _is_floating_dtype(x.dtype):
+        return None
+    if _is_complex(dy) and not _is_complex(x):
+        dy = real(dy)  # real -> complex: the gradient of the real input is the real part
+    return astype(dy, x.dtype)
 
 
 def _is_floating_dtype(dtype):
@@ -294,10 +358,22 @@ def _is_floating_dtype(dtype):
 
 
 def astype(x, dtype, /, *, copy=True, device=None):
-    """Cast ``x`` to ``dtype``. Gradient: the cotangent cast back (none for integer ``x``)."""
-    return _cast(x, dtype=dtype)
+    """Cast ``x`` to ``dtype`` with the backend's casting rules (complex to real: NumPy warns
+    and keeps the real part, array-api-strict raises).
+
+    ``copy=False`` returns ``x`` itself when it already has ``dtype``; ``device`` moves the
+    result (see :func:`to_device`). Gradient: the cotangent cast back (its real part for a
+    real ``x`` cast to complex; none for integer and boolean ``x``).
+    """
+    y = x if not copy and isinstance(x, Tensor) and x.dtype == dtype else _cast(x, dtype=dtype)
+    if device is not None:
+        from .manipulation import to_device
+
+        y = to_device(y, device)
+    return y
 
 
+from .._tensor import Tensor  # noqa: E402
 from .creation import ones_like, zeros_like  # noqa: E402  (creation imports nothing from here)
 
 __all__ = [r[0] for r in _UNARY] + [r[0] for r in _BINARY] + _NONDIFF_UNARY + _NONDIFF_BINARY + [

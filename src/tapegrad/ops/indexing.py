@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _backend
 from .._backend import kernel as _kernel
 from .._backend import namespace as _ns
 from .._registry import RegisterGradient, Sample, primitive
@@ -55,8 +56,65 @@ def _getitem(x, *, key):
     try:
         return x[key]
     except IndexError as e:
+        portable = None if isinstance(x, (np.ndarray, np.generic)) else _portable_key(x, key)
+        if portable is not None:
+            try:
+                return x[portable]
+            except IndexError:
+                pass
         raise IndexError(f"tensor index {_describe(key)} is invalid for a tensor of shape "
                          f"{tuple(x.shape)}: {e}") from None
+
+
+def _portable_key(x, key):
+    """A NumPy-style ``key`` rewritten in the forms the Array API guarantees on every backend:
+    index arrays of the backend's own kind, a trailing ``...`` where NumPy implies one, and,
+    when index arrays are mixed with slices or ints, one integer array per axis (NumPy's
+    placement of the advanced-index axes is reproduced). None if it cannot be rewritten."""
+    xp = _ns(x)
+    parts = list(key) if type(key) is tuple else [key]
+    for i, k in enumerate(parts):
+        if isinstance(k, (np.ndarray, np.generic, list)):
+            parts[i] = xp.asarray(k)
+    arrays = [k for k in parts if hasattr(k, "dtype")]
+    if not arrays:  # basic indexing: only the implicit trailing ellipsis is missing
+        if not any(k is Ellipsis for k in parts):
+            parts.append(Ellipsis)
+        return tuple(parts)
+    if len(parts) == 1 and (len(x.shape) == 1 or (
+            _backend.np_dtype(parts[0].dtype) == np.bool_ and parts[0].ndim == len(x.shape))):
+        return tuple(parts)  # one array over all axes
+    if any(k is None for k in parts):
+        return None
+    expanded = []  # booleans as integer arrays, one per axis they cover
+    for k in parts:
+        if hasattr(k, "dtype") and _backend.np_dtype(k.dtype) == np.bool_:
+            expanded.extend(xp.nonzero(k))
+        else:
+            expanded.append(k)
+    ndim = len(x.shape)
+    if any(k is Ellipsis for k in expanded):
+        e = next(i for i, k in enumerate(expanded) if k is Ellipsis)
+        expanded[e:e + 1] = [slice(None)] * (ndim - len(expanded) + 1)
+    expanded += [slice(None)] * (ndim - len(expanded))
+    advanced = [i for i, k in enumerate(expanded) if not isinstance(k, slice)]
+    b = max(len(getattr(expanded[i], "shape", ())) for i in advanced)  # broadcast ndim
+    contiguous = advanced == list(range(advanced[0], advanced[-1] + 1))
+    # NumPy: adjacent advanced indices put their broadcast axes in place, others in front
+    start = sum(isinstance(k, slice) for k in expanded[:advanced[0]]) if contiguous else 0
+    total = b + sum(isinstance(k, slice) for k in expanded)
+    out, slices_seen = [], 0
+    for i, (k, n) in enumerate(zip(expanded, x.shape)):
+        if isinstance(k, slice):
+            pos = slices_seen if contiguous and i < advanced[0] else b + slices_seen
+            r = xp.asarray(list(range(*k.indices(n))), dtype=xp.int64)
+            out.append(xp.reshape(r, (1,) * pos + (r.shape[0],) + (1,) * (total - pos - 1)))
+            slices_seen += 1
+        else:
+            a = xp.asarray(k)
+            lead = start + b - a.ndim
+            out.append(xp.reshape(a, (1,) * lead + tuple(a.shape) + (1,) * (total - start - b)))
+    return tuple(out)
 
 
 @RegisterGradient("GetItem")
@@ -71,7 +129,7 @@ def _describe(key) -> str:
     out = []
     for k in parts:
         if hasattr(k, "shape") and hasattr(k, "dtype"):
-            out.append(f"<array shape={tuple(k.shape)} dtype={k.dtype}>")
+            out.append(f"<array shape={tuple(k.shape)} dtype={_backend.np_dtype(k.dtype)}>")
         else:
             out.append(repr(k))
     return f"[{', '.join(out)}]"

@@ -7,6 +7,8 @@ when they happen, so the fast path pays nothing for them.
 """
 from __future__ import annotations
 
+import numpy as _np
+
 from .._backend import namespace as _ns
 from .._registry import RegisterGradient, Sample, primitive
 from .._tensor import Tensor
@@ -125,8 +127,11 @@ def _expand_dims_grad(op, dy):
     return reshape(dy, op.inputs[0].shape)
 
 
-def expand_dims(x, /, *, axis=0):
+def expand_dims(x, /, axis=0):
     """Insert a size-1 axis at position ``axis`` (in the result; in ``[-ndim-1, ndim]``).
+
+    ``axis`` may be given by keyword (Array API 2024.12 as published) or positionally (the
+    later revision).
 
     Raises ``ValueError`` for an out-of-range axis. Gradient: the cotangent reshaped back.
     """
@@ -213,7 +218,7 @@ def _concat_grad(op, dy):
     lead = (slice(None),) * axis
     for x in op.inputs:
         n = _shape(x)[axis]
-        grads.append(dy[lead + (slice(start, start + n),)])
+        grads.append(dy[lead + (slice(start, start + n), ...)])
         start += n
     return grads
 
@@ -285,5 +290,203 @@ def unstack(x, /, *, axis=0):
     return _unstack(x, axis=axis)
 
 
+# --- moveaxis, broadcast_arrays (compositions of differentiable ops) --------------------------
+def _axes_tuple(fn, what, axes, ndim) -> tuple:
+    axes = (axes,) if isinstance(axes, int) else tuple(axes)
+    out = []
+    for a in axes:
+        if not -ndim <= a < ndim:
+            raise ValueError(f"{fn}: {what} axis {a} is out of range for a tensor of {ndim} "
+                             "dimension(s)")
+        out.append(a % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{fn}: repeated {what} axis in {axes}")
+    return tuple(out)
+
+
+def moveaxis(x, source, destination, /):
+    """Move axes ``source`` of ``x`` to positions ``destination`` (ints or tuples of ints of
+    equal length); the other axes keep their order.
+
+    Raises ``ValueError`` for out-of-range or repeated axes or lengths that differ. Written
+    with :func:`permute_dims`, so the gradient is the cotangent permuted back.
+    """
+    ndim = len(_shape(x))
+    src = _axes_tuple("moveaxis", "source", source, ndim)
+    dst = _axes_tuple("moveaxis", "destination", destination, ndim)
+    if len(src) != len(dst):
+        raise ValueError(f"moveaxis: source {source} and destination {destination} must have "
+                         "the same number of axes")
+    order = [a for a in range(ndim) if a not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return permute_dims(x, tuple(order))
+
+
+def _broadcast_shapes(fn, shapes) -> tuple:
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for s in shapes:
+        for i, d in enumerate(s, ndim - len(s)):
+            if d != out[i] and out[i] != 1 and d != 1:
+                raise ValueError(f"{fn}: shapes {', '.join(map(str, shapes))} do not broadcast "
+                                 f"(axis {i - ndim}: sizes {out[i]} and {d})")
+            if out[i] == 1:
+                out[i] = d
+    return tuple(out)
+
+
+def broadcast_arrays(*arrays):
+    """Broadcast tensors against each other (Array API ``broadcast_arrays``).
+
+    Returns a list of tensors, one per input, all of the broadcast shape, each keeping its
+    dtype. Raises ``ValueError`` if the shapes do not broadcast. Each is a
+    :func:`broadcast_to`, so each gradient is summed back over the broadcast axes.
+    """
+    shape = _broadcast_shapes("broadcast_arrays", [_shape(a) for a in arrays])
+    return [broadcast_to(a, shape) for a in arrays]
+
+
+# --- roll, tile, repeat --------------------------------------------------------------------------
+@primitive("Roll", samples=[Sample((5,), shift=2), Sample((3, 4), shift=-1, axis=1),
+                            Sample((3, 4), shift=(1, 2), axis=(0, 1)), Sample((3, 4), shift=5),
+                            Sample((), shift=1), Sample((0, 3), shift=1, axis=1),
+                            Sample((1,), shift=3, axis=0)])
+def _roll(x, *, shift, axis=None):
+    try:
+        return _ns(x).roll(x, shift, axis=axis)
+    except (ValueError, IndexError) as e:
+        raise ValueError(f"roll: cannot roll a tensor of shape {_shape(x)} by {shift} along "
+                         f"axis {axis}: {e}") from e
+
+
+@RegisterGradient("Roll")
+def _roll_grad(op, dy):
+    shift = op.attrs["shift"]
+    back = -shift if isinstance(shift, int) else tuple(-s for s in shift)
+    return roll(dy, back, axis=op.attrs.get("axis"))
+
+
+def roll(x, /, shift, *, axis=None):
+    """Shift elements cyclically by ``shift`` along ``axis`` (Array API ``roll``).
+
+    shift: int, or a tuple of ints matching a tuple ``axis``; axis: None rolls the flattened
+    tensor and restores the shape, a tuple rolls along each axis (an int shift for all). Shape
+    and dtype are kept. Raises ``ValueError`` for a tuple shift without an axis tuple of its
+    length, or an out-of-range axis. Gradient: the cotangent rolled back by ``-shift``.
+    """
+    if not isinstance(shift, int):
+        shift = tuple(shift)
+        if isinstance(axis, int) or axis is None or len(tuple(axis)) != len(shift):
+            raise ValueError(f"roll: shift {shift} is a tuple, so axis must be a tuple of the "
+                             f"same length, got {axis}")
+    if axis is not None and not isinstance(axis, int):
+        axis = tuple(axis)
+    return _roll(x, shift=shift, axis=axis)
+
+
+@primitive("Tile", samples=[Sample((2, 3), repetitions=(2, 1)), Sample((3,), repetitions=(2, 2)),
+                            Sample((2, 3, 1), repetitions=(3,)), Sample((), repetitions=(2,)),
+                            Sample((0, 2), repetitions=(2, 2)), Sample((2,), repetitions=(0,)),
+                            Sample((1, 1), repetitions=(1, 1))])
+def _tile(x, *, repetitions):
+    return _ns(x).tile(x, repetitions)
+
+
+@RegisterGradient("Tile")
+def _tile_grad(op, dy):
+    # y[r_0 * s_0 + i_0, ...] = x[i_0, ...]: view dy as (r_0, s_0, r_1, s_1, ...), sum the r axes
+    from .reductions import sum as _sum
+
+    x = op.inputs[0]
+    reps, shape = op.attrs["repetitions"], x.shape
+    n = max(len(reps), len(shape))
+    reps = (1,) * (n - len(reps)) + tuple(reps)
+    padded = (1,) * (n - len(shape)) + tuple(shape)
+    split = tuple(d for pair in zip(reps, padded) for d in pair)
+    return reshape(_sum(reshape(dy, split), axis=tuple(range(0, 2 * n, 2))), shape)
+
+
+def tile(x, repetitions, /):
+    """Tile ``x`` ``repetitions[i]`` times along axis ``i`` (Array API ``tile``).
+
+    repetitions: a tuple of non-negative ints; if shorter than ``x.ndim`` it is padded with
+    leading 1s, if longer ``x`` gets leading size-1 axes. Result: shape
+    ``padded_shape * padded_repetitions``. Gradient: the cotangent summed over the tiles.
+    """
+    return _tile(x, repetitions=tuple(repetitions))
+
+
+@primitive("Repeat", samples=[
+    Sample((4,), repeats=2, axis=0), Sample((2, 3), repeats=_np.asarray([1, 0, 2]), axis=1),
+    Sample((3, 2), repeats=3, axis=-2), Sample((0, 2), repeats=2, axis=0),
+    Sample((1,), repeats=_np.asarray([3]), axis=0), Sample((2, 2), repeats=0, axis=1)])
+def _repeat(x, *, repeats, axis):
+    try:
+        return _ns(x).repeat(x, repeats, axis=axis)
+    except (ValueError, IndexError) as e:
+        raise ValueError(f"repeat: cannot repeat a tensor of shape {_shape(x)} {repeats} times "
+                         f"along axis {axis}: {e}") from e
+
+
+@RegisterGradient("Repeat")
+def _repeat_grad(op, dy):
+    # each output position reads one input position: the cotangent summed back per input
+    x = op.inputs[0]
+    axis = op.attrs["axis"] % x.ndim
+    r = op.attrs["repeats"]
+    n = x.shape[axis]
+    if isinstance(r, int):  # view dy as (..., n, r, ...) and sum the copies
+        from .reductions import sum as _sum
+
+        return _sum(reshape(dy, x.shape[:axis] + (n, r) + x.shape[axis + 1:]), axis=axis + 1)
+    xp = _ns(r)
+    source = xp.repeat(xp.arange(n), r)  # the input position of each output position (constant)
+    return _scatter_add(dy, shape=x.shape, key=(slice(None),) * axis + (source,))
+
+
+def repeat(x, repeats, /, *, axis=None):
+    """Repeat each element of ``x`` along ``axis`` (Array API ``repeat``).
+
+    repeats: a non-negative int, or a 1-d integer array/Tensor of ``x.shape[axis]`` counts (or
+    one count). axis: None flattens ``x`` first (result 1-d). Result: ``x``'s shape with the
+    total count along ``axis``. Raises ``ValueError`` for bad counts. Gradient: the cotangent
+    summed over each element's copies (a scatter-add for per-element counts).
+    """
+    if isinstance(repeats, Tensor):
+        repeats = repeats._value
+    if not isinstance(repeats, int):  # counts as an array of x's backend
+        repeats = _ns(x._value if isinstance(x, Tensor) else x).asarray(repeats)
+    if axis is None:
+        x, axis = reshape(x, (-1,)), 0
+    return _repeat(x, repeats=repeats, axis=axis)
+
+
+# --- to_device -----------------------------------------------------------------------------------
+@primitive("ToDevice", samples=[Sample((3,), device="cpu"), Sample((), device="cpu"),
+                                Sample((0, 2), device="cpu")])
+def _to_device(x, *, device, stream=None):
+    return x.to_device(device) if stream is None else x.to_device(device, stream=stream)
+
+
+@RegisterGradient("ToDevice")
+def _to_device_grad(op, dy):
+    return to_device(dy, op.inputs[0].device)  # the cotangent moved back
+
+
+def to_device(x, device, /, *, stream=None):
+    """``x`` on ``device`` of its backend (what ``Tensor.to_device`` calls).
+
+    Returns ``x`` itself if it is already there. Raises the backend's error for an unknown
+    device (NumPy knows only ``"cpu"``). Gradient: the cotangent moved back to ``x``'s device.
+    """
+    if isinstance(x, Tensor) and stream is None and device == x.device:
+        return x
+    return _to_device(x, device=device, stream=stream)
+
+
+from .indexing import _scatter_add  # noqa: E402  (indexing imports no manipulation)
+
 __all__ = ["reshape", "broadcast_to", "permute_dims", "matrix_transpose", "expand_dims",
-           "squeeze", "flip", "concat", "stack", "unstack"]
+           "squeeze", "flip", "concat", "stack", "unstack", "moveaxis", "broadcast_arrays",
+           "roll", "tile", "repeat", "to_device"]

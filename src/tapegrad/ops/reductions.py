@@ -9,9 +9,10 @@ import builtins
 import math
 
 from .._backend import namespace as _ns
+from .._backend import xp_dtype as _xp_dtype
 from .._registry import RegisterGradient, Sample, no_gradient, primitive
 from .creation import asarray, ones_like
-from .elementwise import astype, where
+from .elementwise import astype, logical_and, logical_or, where
 from .manipulation import broadcast_to, flip, reshape
 
 _AXIS_SAMPLES = [Sample((3, 4)), Sample((3, 4), axis=1), Sample((2, 3, 4), axis=(0, 2)),
@@ -68,7 +69,8 @@ def _kept(t, x, axis):
 @primitive("Sum", samples=_AXIS_SAMPLES)
 def _sum(x, *, axis=None, dtype=None, keepdims=False):
     try:
-        return _ns(x).sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
+        xp = _ns(x)
+        return xp.sum(x, axis=axis, dtype=_xp_dtype(xp, dtype), keepdims=keepdims)
     except (ValueError, IndexError) as e:
         raise _reduction_error("sum", x, e) from e
 
@@ -104,7 +106,8 @@ def mean(x, /, *, axis=None, keepdims=False):
 @primitive("Prod", samples=_AXIS_SAMPLES + [Sample((4, 3), axis=0, keepdims=True)])
 def _prod(x, *, axis=None, dtype=None, keepdims=False):
     try:
-        return _ns(x).prod(x, axis=axis, dtype=dtype, keepdims=keepdims)
+        xp = _ns(x)
+        return xp.prod(x, axis=axis, dtype=_xp_dtype(xp, dtype), keepdims=keepdims)
     except (ValueError, IndexError) as e:
         raise _reduction_error("prod", x, e) from e
 
@@ -258,7 +261,9 @@ def _cumulative_sum(x, *, axis=None, dtype=None, include_initial=False):
         raise ValueError(f"cumulative_sum: axis is required for a tensor of {x.ndim} "
                          "dimensions (only 1-d tensors may omit it)")
     try:
-        return _ns(x).cumulative_sum(x, axis=axis, dtype=dtype, include_initial=include_initial)
+        xp = _ns(x)
+        return xp.cumulative_sum(x, axis=axis, dtype=_xp_dtype(xp, dtype),
+                                 include_initial=include_initial)
     except (ValueError, IndexError) as e:
         raise _reduction_error("cumulative_sum", x, e) from e
 
@@ -270,7 +275,7 @@ def _cumulative_sum_grad(op, dy):
     axis = op.attrs.get("axis")
     axis = 0 if axis is None else axis % dy.ndim
     if op.attrs.get("include_initial", False):
-        dy = dy[(slice(None),) * axis + (slice(1, None),)]
+        dy = dy[(slice(None),) * axis + (slice(1, None), ...)]
     return flip(cumulative_sum(flip(dy, axis=axis), axis=axis), axis=axis)
 
 
@@ -282,6 +287,92 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
     the reversed cumulative sum of the cotangent (flip, cumulative_sum, flip).
     """
     return _cumulative_sum(x, axis=axis, dtype=dtype, include_initial=include_initial)
+
+
+# --- cumulative_prod --------------------------------------------------------------------------
+@primitive("CumulativeProd", samples=[
+    Sample((5,)), Sample((3, 4), axis=1), Sample((3, 4), axis=0, include_initial=True),
+    Sample((2, 3, 4), axis=-1), Sample((0, 3), axis=1),
+    Sample((3, 0), axis=1, include_initial=True), Sample((1,), include_initial=True),
+    Sample((4,), domain=(-1.5, 1.5))])
+def _cumulative_prod(x, *, axis=None, dtype=None, include_initial=False):
+    if x.ndim == 0:
+        raise ValueError("cumulative_prod: x must have at least one dimension, got a 0-d "
+                         "tensor; reshape it to (1,)")
+    if axis is None and x.ndim > 1:
+        raise ValueError(f"cumulative_prod: axis is required for a tensor of {x.ndim} "
+                         "dimensions (only 1-d tensors may omit it)")
+    try:
+        xp = _ns(x)
+        return xp.cumulative_prod(x, axis=axis, dtype=_xp_dtype(xp, dtype),
+                                  include_initial=include_initial)
+    except (ValueError, IndexError) as e:
+        raise _reduction_error("cumulative_prod", x, e) from e
+
+
+def _reverse_cumsum(t, axis):
+    return flip(cumulative_sum(flip(t, axis=axis), axis=axis), axis=axis)
+
+
+@RegisterGradient("CumulativeProd")
+def _cumulative_prod_grad(op, dy):
+    # y_k = prod_{i<=k} x_i, so dx_j = sum_{k>=j} dy_k prod_{i<=k, i!=j} x_i. Per slice, with
+    # k0 its first zero (the exclusive-product formulation, as PyTorch's cumprod_backward):
+    #   j < k0 (or no zero): dx_j = sum_{k>=j} dy_k y_k / x_j   (y_k = 0 from k0 on);
+    #   j = k0:  dx_j = (prod_{i<j} x_i) * sum_{k>=j} dy_k prod_{j<i<=k} x_i;
+    #   j > k0:  dx_j = 0 (every product keeps the factor x_k0 = 0).
+    # No division by zero; exact to first order everywhere, higher orders exact where no
+    # slice holds a zero (the j > k0 terms vanish only at x_k0 = 0), as for prod.
+    x, y = op.inputs[0], op.outputs[0]
+    axis = op.attrs.get("axis")
+    axis = 0 if axis is None else axis % x.ndim
+    lead = (slice(None),) * axis
+    if op.attrs.get("include_initial", False):  # y_0 = 1 is a constant: drop it
+        dy, y = dy[lead + (slice(1, None), ...)], y[lead + (slice(1, None), ...)]
+    zero = x == 0.0
+    zeros_so_far = cumulative_sum(astype(zero, x.dtype), axis=axis)
+    before = zeros_so_far == 0.0
+    first = logical_and(zero, zeros_so_far == 1.0)
+    ones = ones_like(x)
+    g = where(before, _reverse_cumsum(dy * y, axis) / where(before, x, ones), 0.0)
+    # at the first zero: the exclusive product times the tail products after it
+    excl = cumulative_prod(x, axis=axis, include_initial=True)[lead + (slice(None, -1), ...)]
+    tail = cumulative_prod(where(logical_or(before, first), ones, x), axis=axis)
+    s = _sum(where(before, 0.0, dy * tail), axis=axis, keepdims=True)
+    return g + where(first, excl * s, 0.0)
+
+
+def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
+    """Cumulative product along ``axis`` (required unless ``x`` is 1-d).
+
+    Result: ``x``'s shape, with one more element along ``axis`` (a leading 1) if
+    ``include_initial``. Raises ``ValueError`` for a 0-d ``x`` or a missing axis. Gradient:
+    ``dx_j = sum_{k>=j} dy_k prod_{i<=k, i!=j} x_i``, computed without division so that zeros
+    in ``x`` are exact (exclusive products before and after each slice's first zero); second
+    order is exact away from zeros.
+    """
+    return _cumulative_prod(x, axis=axis, dtype=dtype, include_initial=include_initial)
+
+
+# --- count_nonzero ---------------------------------------------------------------------------
+@primitive("CountNonzero")
+def _count_nonzero(x, *, axis=None, keepdims=False):
+    try:
+        return _ns(x).count_nonzero(x, axis=axis, keepdims=keepdims)
+    except (ValueError, IndexError) as e:
+        raise _reduction_error("count_nonzero", x, e) from e
+
+
+no_gradient("CountNonzero")
+
+
+def count_nonzero(x, /, *, axis=None, keepdims=False):
+    """The number of nonzero (True; for complex, either component nonzero) elements over
+    ``axis`` (None: all axes; int or tuple of ints).
+
+    Result: the default integer dtype, shapes as :func:`sum`. Not differentiable.
+    """
+    return _count_nonzero(x, axis=axis, keepdims=keepdims)
 
 
 # --- argmax, argmin --------------------------------------------------------------------------
@@ -322,5 +413,5 @@ def argmin(x, /, *, axis=None, keepdims=False):
     return _argmin(x, axis=axis, keepdims=keepdims)
 
 
-__all__ = ["sum", "mean", "prod", "max", "min", "var", "std", "cumulative_sum", "argmax",
-           "argmin"]
+__all__ = ["sum", "mean", "prod", "max", "min", "var", "std", "cumulative_sum",
+           "cumulative_prod", "count_nonzero", "argmax", "argmin"]
