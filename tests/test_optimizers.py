@@ -118,10 +118,10 @@ def test_learning_rate_schedule_gets_step():
 
 def test_update_rebinds_variable_array():
     var = tg.Variable([1.0, 2.0])
-    before = var._value
-    snapshot = before.copy()
+    before = var.read_value()  # a Tensor holding the current array
+    snapshot = before.numpy().copy()
     optimizers.SGD(0.5, momentum=0.9).apply_gradients([(tg.constant([1.0, 1.0]), var)])
-    np.testing.assert_array_equal(before, snapshot)  # the old array was not mutated
+    np.testing.assert_array_equal(before.numpy(), snapshot)  # the old array was not mutated
     np.testing.assert_allclose(var.numpy(), [0.5, 1.5])
 
 

@@ -190,7 +190,7 @@ def test_check_gradients_reports_wrong_custom_gradient():
         y = tg.exp(x)
 
         def grad(dy):
-            return dy * y * tg.where(x < 0.0, 1.0, 1.5)  # wrong (x1.5) where x >= 0
+            return dy * y * tg.where(x < 0.0, tg.ones_like(x), 1.5)  # wrong (x1.5) where x >= 0
 
         return y, grad
 

@@ -746,8 +746,8 @@ def _check_gradient(op, k, x, g, fn):
         else:
             raise GradientShapeError(
                 f"the gradient function {describe_fn(fn)} of op type {op.type!r} returned a "
-                f"gradient of dtype {gv.dtype} for {_input_label(op, k)}, which has dtype "
-                f"{xv.dtype}; return a gradient with its input's dtype")
+                f"gradient of dtype {g.dtype} for {_input_label(op, k)}, which has dtype "
+                f"{x.dtype}; return a gradient with its input's dtype")
     return g
 
 

@@ -292,19 +292,19 @@ def log_softmax(logits, axis=-1, name=None):
 _WHO = "sparse_softmax_cross_entropy_with_logits"
 
 
-def _is(xp, dtype, kinds, category):
-    kind = getattr(dtype, "kind", None)  # NumPy/CuPy dtypes: a cheap check; others: isdtype
-    return kind in kinds if kind is not None else xp.isdtype(dtype, category)
+def _is(array, kinds, category):
+    kind = getattr(array.dtype, "kind", None)  # NumPy/CuPy dtypes: a cheap check; others: isdtype
+    return kind in kinds if kind is not None else _ns(array).isdtype(array.dtype, category)
 
 
 def _check_labels(xp, labels, logits):
-    if not _is(xp, logits.dtype, "f", "real floating"):
+    if not _is(logits, "f", "real floating"):
         raise TypeError(f"{_WHO}: logits must have a real floating dtype, got {logits.dtype}; "
                         "cast them with tg.astype(logits, tg.float32)")
     if logits.ndim == 0:
         raise ValueError(f"{_WHO}: logits must have at least 1 dimension (the last axis indexes "
                          "classes), got a 0-d tensor")
-    if not _is(xp, labels.dtype, "iu", "integral"):
+    if not _is(labels, "iu", "integral"):
         raise TypeError(f"{_WHO}: labels must be integer class indices, got dtype {labels.dtype}; "
                         "cast them with tg.astype(labels, tg.int64) (for one-hot or probability "
                         "labels, use -sum(labels * log_softmax(logits), axis=-1))")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import warnings
 
+from . import _backend
 from ._backend import namespace as _ns
 from ._tape import GradientTape
 from ._tensor import Tensor, Variable
@@ -70,15 +71,15 @@ class Optimizer:
             value = v._value
             if isinstance(g, Tensor):
                 g = g._value
-            elif not hasattr(g, "shape"):
-                g = _ns(value).asarray(g)
+            elif type(g) is not type(value):  # a list, or an array of another library
+                g = _backend.asarray(g, xp=_ns(value))
             if g.shape != value.shape:
                 raise ValueError(f"{self.name}.apply_gradients: the gradient for Variable "
                                  f"{v.name!r} has shape {tuple(g.shape)} but the variable has "
                                  f"shape {tuple(value.shape)}; gradients must have their "
                                  "variable's shape (check the order of the pairs)")
             if g.dtype != value.dtype:
-                g = _ns(value).astype(g, value.dtype)
+                g = _ns(value).astype(g, value.dtype)  # same library: dtypes compare
             pairs.append((v, value, g))
         if missing:
             if not pairs:

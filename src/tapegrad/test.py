@@ -31,6 +31,7 @@ from .custom_gradient import _CustomDef
 from .errors import GradientCountError, GradientShapeError, GradientTypeError
 from .ops.creation import zeros_like
 
+
 __all__ = ["compute_gradient", "compute_gradient_error", "check_gradients",
            "check_custom_gradient", "CustomGradientReport", "OpCheck",
            "SurrogateGradientWarning"]
@@ -42,6 +43,11 @@ _SCALARS = (bool, int, float, complex)
 _DEFAULTS = {8: (1e-6, 1e-5, 1e-5), 4: (1e-3, 1e-2, 1e-2), 2: (2.0 ** -5, 1e-1, 1e-1)}
 
 _ORDINAL = {1: "first", 2: "second", 3: "third"}
+
+
+def _tensor(a):
+    """A NumPy array as a Tensor on the default backend (the checks then run there)."""
+    return Tensor(_backend.asarray(a))
 
 
 # --- shared helpers --------------------------------------------------------------------------
@@ -80,7 +86,7 @@ def _replace(xs, i, xi):
 
 def _flat_outputs(fn, xs) -> np.ndarray:
     """All outputs of ``fn`` at the arrays ``xs``, flattened and concatenated, in float64."""
-    ys = fn([Tensor(x) for x in xs])
+    ys = fn([_tensor(x) for x in xs])
     if not ys:
         return np.zeros(0)
     return np.concatenate([np.asarray(y.numpy(), dtype=np.float64).reshape(-1) for y in ys])
@@ -91,7 +97,7 @@ def _vjp_jacobians(fn, xs) -> list:
 
     Returns one float64 array of shape ``(total output size, xs[i].size)`` per input.
     """
-    xt = [Tensor(x) for x in xs]
+    xt = [_tensor(x) for x in xs]
     with GradientTape(persistent=True) as tape:
         tape.watch(xt)
         ys = fn(xt)
@@ -103,7 +109,7 @@ def _vjp_jacobians(fn, xs) -> list:
         for j in range(y.size):
             onehot = np.zeros(y.size, dtype=yv.dtype)
             onehot[j] = 1
-            gs = tape.gradient(y, xt, output_gradients=Tensor(onehot.reshape(yv.shape)))
+            gs = tape.gradient(y, xt, output_gradients=_tensor(onehot.reshape(yv.shape)))
             for J, g in zip(jac, gs):
                 if g is not None:
                     J[row] = g.numpy().reshape(-1)
@@ -187,7 +193,7 @@ def compute_gradient(f, x, delta=None):
                             "results have gradients")
         return [y]
 
-    y = fn([Tensor(a) for a in xs])[0]
+    y = fn([_tensor(a) for a in xs])[0]
     theoretical = _vjp_jacobians(fn, xs)
     numerical = []
     for i, a in enumerate(xs):
@@ -516,7 +522,7 @@ def _check_op(number, op, traced, rng, atol, rtol, eps) -> OpCheck:
         return [y for y in run(xt) if _is_float(y)]
 
     # a fresh record of the op on float64 copies of its floating inputs
-    xt = [Tensor(x) for x in xs]
+    xt = [_tensor(x) for x in xs]
     with GradientTape(persistent=True) as tape:
         tape.watch(xt)
         run(xt)
@@ -534,7 +540,7 @@ def _check_op(number, op, traced, rng, atol, rtol, eps) -> OpCheck:
     dys.append([a * d1 + b * d2 for d1, d2 in zip(*dys)])
 
     def cotangents(ds):
-        return [Tensor(d.astype(o.dtype)) if _is_float(o) else zeros_like(o)
+        return [_tensor(d.astype(o.dtype)) if _is_float(o) else zeros_like(o)
                 for d, o in zip(ds, rec.outputs)]
 
     saved, _state.reach = _state.reach, frozenset(t._id for t in xt)
@@ -677,7 +683,7 @@ def check_custom_gradient(f, args, *, atol=None, rtol=None, eps=None, seed=0):
                         f"{type(args).__name__}; write check_custom_gradient(f, [x])")
     positions, xs, promoted = _float_args(args, fname)
     call = _caller(f, args, positions, fname)
-    xt = [Tensor(x) for x in xs]
+    xt = [_tensor(x) for x in xs]
     with GradientTape(persistent=True) as tape:
         tape.watch(xt)
         call(xt)
@@ -718,8 +724,8 @@ def _vjp_function(fn, xs, rng):
     The VJP is computed on an inner tape, so an outer tape differentiates it again; this is
     how every order above the first is checked (as the first order of ``h``).
     """
-    ys = fn([Tensor(x) for x in xs])
-    us = [Tensor(u.astype(y.dtype)) for u, y in zip(_directions([y.shape for y in ys], rng), ys)]
+    ys = fn([_tensor(x) for x in xs])
+    us = [_tensor(u.astype(y.dtype)) for u, y in zip(_directions([y.shape for y in ys], rng), ys)]
 
     def h(xt):
         with GradientTape() as tape:
@@ -734,14 +740,14 @@ def _vjp_function(fn, xs, rng):
 def _projected_failures(fn, xs, rng, step, atol, rtol):
     """``(i, analytic, numeric)`` for each input ``i`` where ``<u, J_i v_i>`` from one VJP and
     from a central difference of ``<u, fn(x + t v_i)>`` disagree (``u``, ``v_i`` random)."""
-    xt = [Tensor(x) for x in xs]
+    xt = [_tensor(x) for x in xs]
     with GradientTape() as tape:
         tape.watch(xt)
         ys = fn(xt)
     if not ys:
         return []
     us = _directions([y.shape for y in ys], rng)
-    gs = tape.gradient(ys, xt, output_gradients=[Tensor(u.astype(y.dtype))
+    gs = tape.gradient(ys, xt, output_gradients=[_tensor(u.astype(y.dtype))
                                                  for u, y in zip(us, ys)])
     u = np.concatenate([v.reshape(-1) for v in us])
     failures = []
@@ -838,7 +844,7 @@ def check_gradients(f, args, order=1, atol=None, rtol=None, eps=None, *, seed=0)
     def fn(xt):
         return [y for y in call(xt) if _is_float(y)]
 
-    xt = [Tensor(x) for x in xs]
+    xt = [_tensor(x) for x in xs]
     with GradientTape(persistent=True) as tape:
         tape.watch(xt)
         ys = call(xt)
@@ -867,7 +873,7 @@ def check_gradients(f, args, order=1, atol=None, rtol=None, eps=None, *, seed=0)
             out_shapes = None
             for i, analytic, numeric in _projected_failures(g, xs, rng, step, a_tol, r_tol):
                 if out_shapes is None:
-                    out_shapes = [y.shape for y in g([Tensor(x) for x in xs])]
+                    out_shapes = [y.shape for y in g([_tensor(x) for x in xs])]
                 text = _diagnose(g, xs, i, step, a_tol, r_tol, k, analytic, numeric, fname,
                                  positions, out_index, out_shapes)
                 if text is None or i in excused_inputs:

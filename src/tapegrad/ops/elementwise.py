@@ -207,8 +207,19 @@ def _complex_rule(name, formula):
     return rule
 
 
+def _imag_forward(x):
+    # NumPy gives zeros for real input; the standard only defines complex input: follow NumPy
+    # on every backend, so real-valued code stays portable
+    xp = _ns(x)
+    return xp.imag(x) if xp.isdtype(x.dtype, "complex floating") else xp.zeros_like(x)
+
+
+_imag_forward.__name__ = "imag"
+
+
 def _define_unary(name, op_type, formula, domain):
-    op = primitive(op_type, samples=_unary_samples(domain))(_unary_forward(name))
+    forward = _imag_forward if name == "imag" else _unary_forward(name)
+    op = primitive(op_type, samples=_unary_samples(domain))(forward)
     op.__doc__ = f"Elementwise ``{name}(x)``; Array API semantics. x: any shape, float dtype."
     formula = _complex_rule(name, formula)
 

@@ -422,8 +422,11 @@ def tile(x, repetitions, /):
     Sample((3, 2), repeats=3, axis=-2), Sample((0, 2), repeats=2, axis=0),
     Sample((1,), repeats=_np.asarray([3]), axis=0), Sample((2, 2), repeats=0, axis=1)])
 def _repeat(x, *, repeats, axis):
+    xp = _ns(x)
+    if not isinstance(repeats, int):
+        repeats = xp.asarray(repeats)
     try:
-        return _ns(x).repeat(x, repeats, axis=axis)
+        return xp.repeat(x, repeats, axis=axis)
     except (ValueError, IndexError) as e:
         raise ValueError(f"repeat: cannot repeat a tensor of shape {_shape(x)} {repeats} times "
                          f"along axis {axis}: {e}") from e
@@ -466,7 +469,17 @@ def repeat(x, repeats, /, *, axis=None):
 @primitive("ToDevice", samples=[Sample((3,), device="cpu"), Sample((), device="cpu"),
                                 Sample((0, 2), device="cpu")])
 def _to_device(x, *, device, stream=None):
+    device = _named_device(_ns(x), device)
     return x.to_device(device) if stream is None else x.to_device(device, stream=stream)
+
+
+def _named_device(xp, device):
+    """``"cpu"`` names the CPU device of backends whose devices are objects (array-api-strict)."""
+    if isinstance(device, str) and device == "cpu" and xp is not _np:
+        for d in xp.__array_namespace_info__().devices():
+            if "cpu" in str(d).lower():
+                return d
+    return device
 
 
 @RegisterGradient("ToDevice")
@@ -480,7 +493,8 @@ def to_device(x, device, /, *, stream=None):
     Returns ``x`` itself if it is already there. Raises the backend's error for an unknown
     device (NumPy knows only ``"cpu"``). Gradient: the cotangent moved back to ``x``'s device.
     """
-    if isinstance(x, Tensor) and stream is None and device == x.device:
+    if isinstance(x, Tensor) and stream is None and (
+            device == x.device or _named_device(_ns(x._value), device) == x.device):
         return x
     return _to_device(x, device=device, stream=stream)
 
