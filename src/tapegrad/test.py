@@ -89,7 +89,34 @@ def _flat_outputs(fn, xs) -> np.ndarray:
     ys = fn([_tensor(x) for x in xs])
     if not ys:
         return np.zeros(0)
-    return np.concatenate([np.asarray(y.numpy(), dtype=np.float64).reshape(-1) for y in ys])
+    return np.concatenate([_real_view(y.numpy()) for y in ys])
+
+
+def _real_view(a) -> np.ndarray:
+    """``a`` flattened to float64; a complex element becomes the pair (real, imaginary)."""
+    a = np.asarray(a)
+    if a.dtype.kind == "c":
+        a = np.stack([a.real, a.imag], axis=-1)
+    return a.astype(np.float64).reshape(-1)
+
+
+def _output_cotangents(ys, rng):
+    """Random cotangents for outputs ``ys`` and their concatenation as real pairs.
+
+    A complex output ``z`` gets a complex cotangent ``u``; by tapegrad's convention (the
+    cotangent of ``z`` is dL/dRe z + i dL/dIm z) the VJP with ``u`` is the gradient of
+    ``<u, z>`` taken over real pairs, which is what the flat real vector measures.
+    """
+    us, flat = [], []
+    for y in ys:
+        if y.dtype.kind == "c":
+            (d,) = _directions([tuple(y.shape) + (2,)], rng)
+            us.append(_tensor((d[..., 0] + 1j * d[..., 1]).astype(y.dtype)))
+        else:
+            (d,) = _directions([tuple(y.shape)], rng)
+            us.append(_tensor(d.astype(y.dtype)))
+        flat.append(d.reshape(-1))
+    return us, np.concatenate(flat) if flat else np.zeros(0)
 
 
 def _vjp_jacobians(fn, xs) -> list:
@@ -101,19 +128,21 @@ def _vjp_jacobians(fn, xs) -> list:
     with GradientTape(persistent=True) as tape:
         tape.watch(xt)
         ys = fn(xt)
-    total = sum(y.size for y in ys)
+    parts = [(1.0, 1j) if y.dtype.kind == "c" else (1.0,) for y in ys]  # rows per element
+    total = sum(y.size * len(p) for y, p in zip(ys, parts))
     jac = [np.zeros((total, x.size)) for x in xs]
     row = 0
-    for y in ys:
+    for y, unit in zip(ys, parts):
         yv = y.numpy()
         for j in range(y.size):
-            onehot = np.zeros(y.size, dtype=yv.dtype)
-            onehot[j] = 1
-            gs = tape.gradient(y, xt, output_gradients=_tensor(onehot.reshape(yv.shape)))
-            for J, g in zip(jac, gs):
-                if g is not None:
-                    J[row] = g.numpy().reshape(-1)
-            row += 1
+            for c in unit:
+                onehot = np.zeros(y.size, dtype=yv.dtype)
+                onehot[j] = c
+                gs = tape.gradient(y, xt, output_gradients=_tensor(onehot.reshape(yv.shape)))
+                for J, g in zip(jac, gs):
+                    if g is not None:
+                        J[row] = g.numpy().reshape(-1)
+                row += 1
     return jac
 
 
@@ -333,6 +362,11 @@ def _worst_elements(fn, xs, i, step, atol, rtol):
 
 def _unravel(index, shape) -> tuple:
     return tuple(int(t) for t in np.unravel_index(index, shape))
+
+
+def _row_shape(y) -> tuple:
+    """The shape of an output's Jacobian rows: a complex output adds an axis (real, imag)."""
+    return tuple(y.shape) + ((2,) if y.dtype.kind == "c" else ())
 
 
 def _locate(row, out_shapes):
@@ -591,7 +625,7 @@ def _check_op(number, op, traced, rng, atol, rtol, eps) -> OpCheck:
         check.notes.append("the gradients of the Variables its forward reads are checked for "
                            "shape and linearity only")
     outs = fn(xt)
-    out_shapes = [tuple(y.shape) for y in outs]
+    out_shapes = [_row_shape(y) for y in outs]
     itemsize = min((y.dtype.itemsize for y in outs), default=8)
     step, d_atol, d_rtol = _defaults(itemsize, eps)
     a_tol = d_atol if atol is None else atol
@@ -725,7 +759,7 @@ def _vjp_function(fn, xs, rng):
     how every order above the first is checked (as the first order of ``h``).
     """
     ys = fn([_tensor(x) for x in xs])
-    us = [_tensor(u.astype(y.dtype)) for u, y in zip(_directions([y.shape for y in ys], rng), ys)]
+    us, _ = _output_cotangents(ys, rng)
 
     def h(xt):
         with GradientTape() as tape:
@@ -746,10 +780,8 @@ def _projected_failures(fn, xs, rng, step, atol, rtol):
         ys = fn(xt)
     if not ys:
         return []
-    us = _directions([y.shape for y in ys], rng)
-    gs = tape.gradient(ys, xt, output_gradients=[_tensor(u.astype(y.dtype))
-                                                 for u, y in zip(us, ys)])
-    u = np.concatenate([v.reshape(-1) for v in us])
+    us, u = _output_cotangents(ys, rng)
+    gs = tape.gradient(ys, xt, output_gradients=us)
     failures = []
     for i, x in enumerate(xs):
         if x.size == 0:
@@ -778,7 +810,9 @@ def check_gradients(f, args, order=1, atol=None, rtol=None, eps=None, *, seed=0)
     Args:
         f: a function of ``*args`` built from tapegrad ops, returning a Tensor or a tuple/list
             of Tensors. Non-floating outputs (integer, boolean) are ignored; each floating output
-            gets its own random cotangent.
+            gets its own random cotangent. A complex output is checked as (real, imaginary)
+            pairs with a complex cotangent; in reports its output index gains a last axis
+            (0: real part, 1: imaginary part).
         args: a list or tuple of the arguments. Tensors, Variables and backend arrays of a real
             floating dtype are checked: they are passed to ``f`` as float64 Tensors (float32 and
             float16 values are **promoted to float64** for the check, so the check measures the
@@ -873,7 +907,7 @@ def check_gradients(f, args, order=1, atol=None, rtol=None, eps=None, *, seed=0)
             out_shapes = None
             for i, analytic, numeric in _projected_failures(g, xs, rng, step, a_tol, r_tol):
                 if out_shapes is None:
-                    out_shapes = [y.shape for y in g([_tensor(x) for x in xs])]
+                    out_shapes = [_row_shape(y) for y in g([_tensor(x) for x in xs])]
                 text = _diagnose(g, xs, i, step, a_tol, r_tol, k, analytic, numeric, fname,
                                  positions, out_index, out_shapes)
                 if text is None or i in excused_inputs:
