@@ -209,15 +209,15 @@ def py_function(func, inp, Tout, name=None):  # noqa: N803 - TensorFlow's name
 
 @primitive("NumpyFunction")
 def _numpy_function(*arrays, func, Tout):  # noqa: N803
-    np_args = [np.asarray(a) for a in arrays]
-    out = func(*np_args)
+    xp = _backend.namespace(*arrays)  # the results go back to the inputs' backend
+    out = func(*[_backend.to_numpy(a) for a in arrays])
     if isinstance(Tout, (list, tuple)):
         outs = out if isinstance(out, (list, tuple)) else (out,)
         if len(outs) != len(Tout):
             raise ValueError(f"numpy_function: func returned {len(outs)} value(s) but Tout "
                              f"lists {len(Tout)} dtype(s)")
-        return tuple(np.asarray(o, dtype=t) for o, t in zip(outs, Tout))
-    return np.asarray(out, dtype=Tout)
+        return tuple(_backend.asarray(np.asarray(o, dtype=t), xp=xp) for o, t in zip(outs, Tout))
+    return _backend.asarray(np.asarray(out, dtype=Tout), xp=xp)
 
 
 no_gradient("NumpyFunction")
