@@ -185,24 +185,24 @@ def _camel(name):
 
 
 def _is_complex(t) -> bool:
-    return t.dtype.kind == "c"  # Tensor.dtype is a NumPy dtype on every backend
+    kind = getattr(t._value.dtype, "kind", None)  # NumPy dtypes: cheap; others: by name
+    return kind == "c" if kind is not None else t.dtype.kind == "c"
 
 
 def _complex_rule(name, formula):
-    """``formula`` extended to complex inputs as the module docstring says."""
+    """``formula`` for complex results, as the module docstring says (real ones use ``formula``
+    itself)."""
     if name in _COMPLEX_AS_IS:
         return formula
-    holomorphic = name in _HOLOMORPHIC
-
-    def rule(*args):
-        *xs, y, dy = args
-        if not _is_complex(y):
-            return formula(*args)
-        if holomorphic:
+    if name in _HOLOMORPHIC:
+        def rule(*args):
+            *xs, y, dy = args
             return conj(formula(*xs, y, conj(dy)))
-        raise NotImplementedError(
-            f"the gradient of {name} for complex inputs is not implemented (only real inputs "
-            "are differentiable); differentiate real(z) and imag(z) separately if you need it")
+    else:
+        def rule(*args):
+            raise NotImplementedError(
+                f"the gradient of {name} for complex inputs is not implemented (only real inputs "
+                "are differentiable); differentiate real(z) and imag(z) separately if you need it")
 
     return rule
 
@@ -221,11 +221,12 @@ def _define_unary(name, op_type, formula, domain):
     forward = _imag_forward if name == "imag" else _unary_forward(name)
     op = primitive(op_type, samples=_unary_samples(domain))(forward)
     op.__doc__ = f"Elementwise ``{name}(x)``; Array API semantics. x: any shape, float dtype."
-    formula = _complex_rule(name, formula)
+    complex_formula = _complex_rule(name, formula)
 
     @RegisterGradient(op_type)
     def grad(o, dy):
-        return formula(o.inputs[0], o.outputs[0], dy)
+        y = o.outputs[0]
+        return (complex_formula if _is_complex(y) else formula)(o.inputs[0], y, dy)
 
     return op
 
@@ -240,18 +241,18 @@ def _define_binary(name, op_type, f1, f2, dom1, dom2):
     op = primitive(op_type, samples=_binary_samples(dom1, dom2))(_binary_forward(name))
     op.__doc__ = (f"Elementwise ``{name}(x1, x2)`` with broadcasting and Array API type "
                   "promotion; either input may be a Python scalar.")
-    f1, f2 = _complex_rule(name, f1), _complex_rule(name, f2)
+    c1, c2 = _complex_rule(name, f1), _complex_rule(name, f2)
 
     @RegisterGradient(op_type)
     def grad(o, dy):
         a, b = o.inputs
         y = o.outputs[0]
         n1, n2 = o.needs_input_grad
-        g1 = f1(a, b, y, dy) if n1 else None
-        g2 = f2(a, b, y, dy) if n2 else None
-        if _is_complex(y):
-            return _real_part_for_real(g1, a), _real_part_for_real(g2, b)
-        return g1, g2
+        if not _is_complex(y):
+            return f1(a, b, y, dy) if n1 else None, f2(a, b, y, dy) if n2 else None
+        g1 = c1(a, b, y, dy) if n1 else None
+        g2 = c2(a, b, y, dy) if n2 else None
+        return _real_part_for_real(g1, a), _real_part_for_real(g2, b)
 
     return op
 
