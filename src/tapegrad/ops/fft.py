@@ -42,7 +42,7 @@ from .._backend import namespace as _ns
 from .._registry import RegisterGradient, Sample, primitive
 from .._tensor import Tensor, constant
 from .elementwise import real
-from .manipulation import concat
+from .manipulation import _shape, concat
 
 _NORMS = ("backward", "ortho", "forward")
 _DUAL = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
@@ -170,13 +170,9 @@ _PRIMITIVES = {}
 _NAMES = {op_type: name for name, (op_type, _, _) in _TABLE.items()}  # op type -> name
 
 
-def _shape_of(x) -> tuple:
-    return tuple(getattr(x, "shape", ()))
-
-
 def _backend_error(name, x, attrs, e):
     settings = ", ".join(f"{k}={v!r}" for k, v in attrs.items())
-    return type(e)(f"{name}: the backend cannot transform a tensor of shape {_shape_of(x)} and "
+    return type(e)(f"{name}: the backend cannot transform a tensor of shape {_shape(x)} and "
                    f"dtype {getattr(x, 'dtype', '?')} with {settings}: {e}")
 
 

@@ -8,12 +8,8 @@ from __future__ import annotations
 
 from .._backend import namespace as _ns
 from .._registry import RegisterGradient, Sample, primitive
-from .manipulation import expand_dims, matrix_transpose, permute_dims, reshape
+from .manipulation import _shape, expand_dims, matrix_transpose, permute_dims, reshape
 from .reductions import sum as _sum
-
-
-def _shape(x) -> tuple:
-    return tuple(getattr(x, "shape", ()))
 
 
 def _sum_to(g, shape):

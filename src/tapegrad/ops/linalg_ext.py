@@ -36,7 +36,7 @@ from .creation import asarray, ones_like, zeros_like
 from .elementwise import abs as _abs
 from .elementwise import astype, sign, where
 from .linalg import _sum_to, matmul
-from .manipulation import concat, expand_dims, matrix_transpose, reshape
+from .manipulation import _shape, concat, expand_dims, matrix_transpose, reshape
 from .reductions import _kept_shape
 from .reductions import max as _max
 from .reductions import min as _min
@@ -76,10 +76,6 @@ class SVDResult(NamedTuple):
 
 
 # --- helpers ----------------------------------------------------------------------------------
-def _shape(x) -> tuple:
-    return tuple(getattr(x, "shape", ()))
-
-
 def _matrix(name, x):
     if len(getattr(x, "shape", ())) < 2:
         raise ValueError(f"linalg.{name}: expected a matrix or a stack of matrices (shape "
@@ -158,6 +154,14 @@ def _inverse_gaps(v):
 def _nonzero(t) -> bool:
     v = t._value
     return bool(_ns(v).any(v != 0))
+
+
+def _sign_on_extremes(x, v, axis, largest):
+    """``sign(x)`` where ``v`` is largest (smallest) along ``axis``, ties sharing it evenly, 0
+    elsewhere: the gradient of the max (min) of ``v = |x|`` or of its sums."""
+    pick = _max if largest else _min
+    mask = astype(v == pick(v, axis=axis, keepdims=True), x.dtype)
+    return sign(x) * (mask / _sum(mask, axis=axis, keepdims=True))
 
 
 # --- cholesky ---------------------------------------------------------------------------------
@@ -638,9 +642,7 @@ def _matrix_norm_grad(op, dy):
         return dyk * matmul(u, vh)
     along, across = (-2, -1) if order in (1, -1) else (-1, -2)  # summed axis, chosen axis
     sums = _sum(_abs(x), axis=along, keepdims=True)
-    pick = _max if order > 0 else _min
-    mask = astype(sums == pick(sums, axis=across, keepdims=True), x.dtype)
-    return dyk * sign(x) * (mask / _sum(mask, axis=across, keepdims=True))
+    return dyk * _sign_on_extremes(x, sums, across, order > 0)
 
 
 def matrix_norm(x, /, *, keepdims=False, ord="fro"):  # noqa: A002 - Array API name
@@ -695,10 +697,7 @@ def _vector_norm_grad(op, dy):
     if order == 1:
         return dyk * sign(x)
     if order in (_INF, -_INF):
-        ax = _abs(x)
-        pick = _max if order > 0 else _min
-        mask = astype(ax == pick(ax, axis=axis, keepdims=True), x.dtype)
-        return dyk * sign(x) * (mask / _sum(mask, axis=axis, keepdims=True))
+        return dyk * _sign_on_extremes(x, _abs(x), axis, order > 0)
     yk = reshape(op.outputs[0], kept)
     safe = where(yk == 0.0, ones_like(yk), yk)
     if order == 2:

@@ -27,7 +27,7 @@ def _reshape(x, *, shape, copy=None):
 
 @RegisterGradient("Reshape")
 def _reshape_grad(op, dy):
-    return reshape(dy, op.inputs[0].shape)
+    return reshape(dy, op.inputs[0].shape)  # also the gradient of ExpandDims and Squeeze
 
 
 def reshape(x, /, shape, *, copy=None):
@@ -122,9 +122,7 @@ def _expand_dims(x, *, axis):
                          f"{_shape(x)}; it must lie in [-ndim-1, ndim]") from e
 
 
-@RegisterGradient("ExpandDims")
-def _expand_dims_grad(op, dy):
-    return reshape(dy, op.inputs[0].shape)
+RegisterGradient("ExpandDims")(_reshape_grad)
 
 
 def expand_dims(x, /, axis=0):
@@ -148,9 +146,7 @@ def _squeeze(x, *, axis):
                          f"{_shape(x)}; only axes of size 1 can be squeezed") from e
 
 
-@RegisterGradient("Squeeze")
-def _squeeze_grad(op, dy):
-    return reshape(dy, op.inputs[0].shape)
+RegisterGradient("Squeeze")(_reshape_grad)
 
 
 def squeeze(x, /, axis):

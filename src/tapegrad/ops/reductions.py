@@ -42,6 +42,19 @@ def _reduction_error(name, x, e):
     return ValueError(f"{name}: cannot reduce a tensor of shape {shape} as asked: {e}")
 
 
+def _reduction(name):
+    """The forward ``(x, *, axis=None, keepdims=False)`` of the reduction ``xp.<name>``
+    (named ``_<name>``), the backend's errors re-raised by :func:`_reduction_error`."""
+    def forward(x, *, axis=None, keepdims=False):
+        try:
+            return getattr(_ns(x), name)(x, axis=axis, keepdims=keepdims)
+        except (ValueError, IndexError) as e:
+            raise _reduction_error(name, x, e) from e
+
+    forward.__name__ = forward.__qualname__ = f"_{name}"
+    return forward
+
+
 def _kept_shape(shape, axis):
     axes = _axes(axis, len(shape))
     return tuple(1 if i in axes else d for i, d in enumerate(shape))
@@ -99,7 +112,7 @@ def mean(x, /, *, axis=None, keepdims=False):
     try:
         n = _count(x.shape, axis)
     except ValueError as e:
-        raise ValueError(f"mean: cannot reduce a tensor of shape {x.shape} as asked: {e}") from None
+        raise _reduction_error("mean", x, e) from None
     return _sum(x, axis=axis, keepdims=keepdims) / float(n)
 
 
@@ -138,20 +151,8 @@ def prod(x, /, *, axis=None, dtype=None, keepdims=False):
 
 
 # --- max, min --------------------------------------------------------------------------------
-@primitive("Max", samples=_NONEMPTY_SAMPLES)
-def _max(x, *, axis=None, keepdims=False):
-    try:
-        return _ns(x).max(x, axis=axis, keepdims=keepdims)
-    except (ValueError, IndexError) as e:
-        raise _reduction_error("max", x, e) from e
-
-
-@primitive("Min", samples=_NONEMPTY_SAMPLES)
-def _min(x, *, axis=None, keepdims=False):
-    try:
-        return _ns(x).min(x, axis=axis, keepdims=keepdims)
-    except (ValueError, IndexError) as e:
-        raise _reduction_error("min", x, e) from e
+_max = primitive("Max", samples=_NONEMPTY_SAMPLES)(_reduction("max"))
+_min = primitive("Min", samples=_NONEMPTY_SAMPLES)(_reduction("min"))
 
 
 def _extremum_grad(op, dy):
@@ -248,24 +249,37 @@ def std(x, /, *, axis=None, correction=0.0, keepdims=False):
 
 
 # --- cumulative_sum --------------------------------------------------------------------------
-@primitive("CumulativeSum", samples=[
+def _cumulative(name):
+    """The forward of ``xp.<name>`` (``cumulative_sum``, ``cumulative_prod``; named
+    ``_<name>``): ``x`` at least 1-d, ``axis`` required unless ``x`` is 1-d."""
+    def forward(x, *, axis=None, dtype=None, include_initial=False):
+        if x.ndim == 0:
+            raise ValueError(f"{name}: x must have at least one dimension, got a 0-d "
+                             "tensor; reshape it to (1,)")
+        if axis is None and x.ndim > 1:
+            raise ValueError(f"{name}: axis is required for a tensor of {x.ndim} "
+                             "dimensions (only 1-d tensors may omit it)")
+        try:
+            xp = _ns(x)
+            return getattr(xp, name)(x, axis=axis, dtype=_xp_dtype(xp, dtype),
+                                     include_initial=include_initial)
+        except (ValueError, IndexError) as e:
+            raise _reduction_error(name, x, e) from e
+
+    forward.__name__ = forward.__qualname__ = f"_{name}"
+    return forward
+
+
+_cumulative_sum = primitive("CumulativeSum", samples=[
     Sample((5,)), Sample((3, 4), axis=1), Sample((3, 4), axis=0, include_initial=True),
     Sample((2, 3, 4), axis=-1), Sample((0, 3), axis=1),
     Sample((3, 0), axis=1, include_initial=True),
-    Sample((1,), include_initial=True)])
-def _cumulative_sum(x, *, axis=None, dtype=None, include_initial=False):
-    if x.ndim == 0:
-        raise ValueError("cumulative_sum: x must have at least one dimension, got a 0-d "
-                         "tensor; reshape it to (1,)")
-    if axis is None and x.ndim > 1:
-        raise ValueError(f"cumulative_sum: axis is required for a tensor of {x.ndim} "
-                         "dimensions (only 1-d tensors may omit it)")
-    try:
-        xp = _ns(x)
-        return xp.cumulative_sum(x, axis=axis, dtype=_xp_dtype(xp, dtype),
-                                 include_initial=include_initial)
-    except (ValueError, IndexError) as e:
-        raise _reduction_error("cumulative_sum", x, e) from e
+    Sample((1,), include_initial=True)])(_cumulative("cumulative_sum"))
+
+
+def _reverse_cumsum(t, axis):
+    """``out_j = sum_{k>=j} t_k`` along ``axis`` (flip, cumulative_sum, flip)."""
+    return flip(cumulative_sum(flip(t, axis=axis), axis=axis), axis=axis)
 
 
 @RegisterGradient("CumulativeSum")
@@ -276,7 +290,7 @@ def _cumulative_sum_grad(op, dy):
     axis = 0 if axis is None else axis % dy.ndim
     if op.attrs.get("include_initial", False):
         dy = dy[(slice(None),) * axis + (slice(1, None), ...)]
-    return flip(cumulative_sum(flip(dy, axis=axis), axis=axis), axis=axis)
+    return _reverse_cumsum(dy, axis)
 
 
 def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
@@ -290,28 +304,11 @@ def cumulative_sum(x, /, *, axis=None, dtype=None, include_initial=False):
 
 
 # --- cumulative_prod --------------------------------------------------------------------------
-@primitive("CumulativeProd", samples=[
+_cumulative_prod = primitive("CumulativeProd", samples=[
     Sample((5,)), Sample((3, 4), axis=1), Sample((3, 4), axis=0, include_initial=True),
     Sample((2, 3, 4), axis=-1), Sample((0, 3), axis=1),
     Sample((3, 0), axis=1, include_initial=True), Sample((1,), include_initial=True),
-    Sample((4,), domain=(-1.5, 1.5))])
-def _cumulative_prod(x, *, axis=None, dtype=None, include_initial=False):
-    if x.ndim == 0:
-        raise ValueError("cumulative_prod: x must have at least one dimension, got a 0-d "
-                         "tensor; reshape it to (1,)")
-    if axis is None and x.ndim > 1:
-        raise ValueError(f"cumulative_prod: axis is required for a tensor of {x.ndim} "
-                         "dimensions (only 1-d tensors may omit it)")
-    try:
-        xp = _ns(x)
-        return xp.cumulative_prod(x, axis=axis, dtype=_xp_dtype(xp, dtype),
-                                  include_initial=include_initial)
-    except (ValueError, IndexError) as e:
-        raise _reduction_error("cumulative_prod", x, e) from e
-
-
-def _reverse_cumsum(t, axis):
-    return flip(cumulative_sum(flip(t, axis=axis), axis=axis), axis=axis)
+    Sample((4,), domain=(-1.5, 1.5))])(_cumulative("cumulative_prod"))
 
 
 @RegisterGradient("CumulativeProd")
@@ -355,12 +352,7 @@ def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
 
 
 # --- count_nonzero ---------------------------------------------------------------------------
-@primitive("CountNonzero")
-def _count_nonzero(x, *, axis=None, keepdims=False):
-    try:
-        return _ns(x).count_nonzero(x, axis=axis, keepdims=keepdims)
-    except (ValueError, IndexError) as e:
-        raise _reduction_error("count_nonzero", x, e) from e
+_count_nonzero = primitive("CountNonzero")(_reduction("count_nonzero"))
 
 
 no_gradient("CountNonzero")
@@ -376,20 +368,8 @@ def count_nonzero(x, /, *, axis=None, keepdims=False):
 
 
 # --- argmax, argmin --------------------------------------------------------------------------
-@primitive("ArgMax")
-def _argmax(x, *, axis=None, keepdims=False):
-    try:
-        return _ns(x).argmax(x, axis=axis, keepdims=keepdims)
-    except (ValueError, IndexError) as e:
-        raise _reduction_error("argmax", x, e) from e
-
-
-@primitive("ArgMin")
-def _argmin(x, *, axis=None, keepdims=False):
-    try:
-        return _ns(x).argmin(x, axis=axis, keepdims=keepdims)
-    except (ValueError, IndexError) as e:
-        raise _reduction_error("argmin", x, e) from e
+_argmax = primitive("ArgMax")(_reduction("argmax"))
+_argmin = primitive("ArgMin")(_reduction("argmin"))
 
 
 no_gradient("ArgMax")

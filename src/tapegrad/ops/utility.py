@@ -4,33 +4,15 @@ gradient is theirs: the transposed difference of the cotangent).
 """
 from __future__ import annotations
 
-from .._backend import namespace as _ns
 from .._registry import no_gradient, primitive
 from .creation import asarray
 from .elementwise import subtract
 from .indexing import getitem
 from .manipulation import broadcast_to, concat
+from .reductions import _reduction
 
-
-def _reduction_error(name, x, e):
-    return ValueError(f"{name}: cannot reduce a tensor of shape {tuple(x.shape)} as asked: {e}")
-
-
-@primitive("All")
-def _all(x, *, axis=None, keepdims=False):
-    try:
-        return _ns(x).all(x, axis=axis, keepdims=keepdims)
-    except (ValueError, IndexError) as e:
-        raise _reduction_error("all", x, e) from e
-
-
-@primitive("Any")
-def _any(x, *, axis=None, keepdims=False):
-    try:
-        return _ns(x).any(x, axis=axis, keepdims=keepdims)
-    except (ValueError, IndexError) as e:
-        raise _reduction_error("any", x, e) from e
-
+_all = primitive("All")(_reduction("all"))
+_any = primitive("Any")(_reduction("any"))
 
 no_gradient("All")
 no_gradient("Any")
