@@ -9,28 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tapegrad as tg
+from gradhelpers import numeric_grad, tape_grads
 
 RNG = np.random.default_rng(1)
 
 
-def _grads(f, *xs):
-    vs = [tg.Variable(np.asarray(x, dtype=np.float64)) for x in xs]
-    with tg.GradientTape() as t:
-        y = f(*vs)
-    return [g.numpy() for g in t.gradient(y, vs)]
-
-
-def _num_grad(f, xs, k, h=1e-6):
-    """Central differences of the scalar ``f(*xs)`` with respect to ``xs[k]``."""
-    xs = [np.asarray(x, dtype=np.float64) for x in xs]
-    g = np.zeros_like(xs[k])
-    for i in np.ndindex(g.shape):
-        e = np.zeros_like(g)
-        e[i] = h
-        plus = [tg.constant(x + e if j == k else x) for j, x in enumerate(xs)]
-        minus = [tg.constant(x - e if j == k else x) for j, x in enumerate(xs)]
-        g[i] = (float(f(*plus)) - float(f(*minus))) / (2 * h)
-    return g
+_grads, _num_grad = tape_grads, numeric_grad
 
 
 def _check(op, np_op, *shapes, **kw):
