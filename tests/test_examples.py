@@ -1,11 +1,9 @@
 """The scripts in examples/: each main() runs; its values are checked against hand derivations."""
 import importlib.util
-import math
 import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
