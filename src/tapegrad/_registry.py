@@ -10,6 +10,7 @@ import contextlib
 import difflib
 import functools
 import inspect
+import types
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from ._tensor import _ids as _tensor_ids
 
 _SCALARS = (bool, int, float, complex)
 _SCALAR_TYPES = frozenset(_SCALARS)
+_NO_ATTRS = types.MappingProxyType({})  # the (read-only) attrs of an op without attributes
 
 
 class Arg:
@@ -66,8 +68,8 @@ class Sample:
 class OpDef:
     """The registry entry of one op type."""
 
-    __slots__ = ("type", "forward", "params", "arity", "samples", "grad", "differentiable",
-                 "public", "surrogate")
+    __slots__ = ("type", "forward", "params", "arity", "takes_attrs", "samples", "grad",
+                 "differentiable", "public", "surrogate")
 
     def __init__(self, op_type, forward, samples):
         self.type = op_type
@@ -77,12 +79,14 @@ class OpDef:
         self.surrogate = False
         self.differentiable = True
         self.public = None
-        self.params, self.arity = (), None
+        self.params, self.arity, self.takes_attrs = (), None, True
         try:
-            ps = [p for p in inspect.signature(forward).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+            everything = inspect.signature(forward).parameters.values()
         except (TypeError, ValueError):
             return
+        ps = [p for p in everything
+              if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+        self.takes_attrs = any(p.kind in (p.KEYWORD_ONLY, p.VAR_KEYWORD) for p in everything)
         self.params = tuple(p.name for p in ps)
         if all(p.kind is not p.VAR_POSITIONAL and p.default is p.empty for p in ps):
             self.arity = len(ps)  # a fixed number of inputs, none optional
@@ -153,8 +157,36 @@ def _make_op(opdef):
             return tuple(_wrap(o) for o in out)
         return _wrap(out)
 
-    # arity-specialised fast paths: no tape -> one backend call plus a few lookups
-    if opdef.arity == 1:
+    # arity-specialised fast paths: no tape -> one backend call plus a few lookups. A forward
+    # without keyword attributes may carry `_numpy_fn`, called directly on NumPy arrays.
+    fast = getattr(forward, "_numpy_fn", None) or forward
+    nd = np.ndarray
+    if opdef.arity == 1 and not opdef.takes_attrs:
+        def op(x, /):
+            v = x._value if isinstance(x, T) else _raw(x)
+            out = fast(v) if type(v) is nd else forward(v)
+            if state.tapes:
+                return record(opdef, (x,), _NO_ATTRS, out)
+            if type(out) is tuple:
+                return wrap(out)
+            t = new(T)
+            t._value = out
+            t._id = next(ids)
+            return t
+    elif opdef.arity == 2 and not opdef.takes_attrs:
+        def op(x1, x2, /):
+            v1 = x1._value if isinstance(x1, T) else x1 if type(x1) in scalar else _raw(x1)
+            v2 = x2._value if isinstance(x2, T) else x2 if type(x2) in scalar else _raw(x2)
+            out = fast(v1, v2) if type(v1) is nd else forward(v1, v2)
+            if state.tapes:
+                return record(opdef, (x1, x2), _NO_ATTRS, out)
+            if type(out) is tuple:
+                return wrap(out)
+            t = new(T)
+            t._value = out
+            t._id = next(ids)
+            return t
+    elif opdef.arity == 1:
         def op(x, /, **attrs):
             out = forward(x._value if isinstance(x, T) else _raw(x), **attrs)
             if state.tapes:

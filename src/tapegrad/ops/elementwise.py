@@ -54,6 +54,7 @@ def _unary_forward(name):
         return f(x)
 
     forward.__name__ = name
+    forward._numpy_fn = np_fn  # the op wrapper calls it directly on NumPy arrays
     return forward
 
 
@@ -71,6 +72,7 @@ def _binary_forward(name):
         return f(x1, x2)
 
     forward.__name__ = name
+    forward._numpy_fn = np_fn
     return forward
 
 
