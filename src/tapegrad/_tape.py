@@ -18,6 +18,7 @@ import weakref
 from . import _backend, _registry
 from . import _tensor as _tensor_module
 from ._tensor import Tensor, Variable, _wrap
+from ._tensor import _ids as _tensor_ids
 from .errors import (GradientCountError, GradientShapeError, GradientTypeError,
                      NotDifferentiableError)
 
@@ -111,7 +112,9 @@ def record(opdef, args, attrs, out):
         outs = tuple(_wrap(o) for o in out)
         record_outputs(opdef, args, attrs, outs)
         return outs
-    t = _wrap(out)
+    t = _new_object(Tensor)  # _wrap(out), inlined
+    t._value = out
+    t._id = next(_tensor_ids)
     tapes = _state.tapes
     if len(tapes) == 1 and not tapes[0]._observer:
         tape = tapes[0]  # the common case, inlined: one tape, no Variable among the inputs
@@ -185,7 +188,9 @@ def _new_record(opdef, args, attrs, outs):
     if len(outs) == 1:
         o = outs[0]
         op._out_ids = ids = (o._id,)
-        op._float_out = ids if _floating(o._value) else ()
+        kind = getattr(o._value.dtype, "kind", None)  # _floating, inlined for NumPy dtypes
+        fl = kind in "fc" if kind is not None else _floating(o._value)
+        op._float_out = ids if fl else ()
     else:
         op._out_ids = tuple([o._id for o in outs])
         op._float_out = tuple([o._id for o in outs if _floating(o._value)])
