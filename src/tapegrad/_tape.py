@@ -74,7 +74,10 @@ class Operation:
         constants, integer tensors, Python scalars and tensors not connected to the sources.
         """
         reach = _state.reach
-        return tuple([i in reach for i in self._in_ids])  # None is never in reach
+        ids = self._in_ids
+        if len(ids) == 2:
+            return ids[0] in reach, ids[1] in reach
+        return tuple([i in reach for i in ids])  # None is never in reach
 
     @property
     def name(self) -> str:

@@ -228,7 +228,9 @@ def _define_unary(name, op_type, formula, domain):
     @RegisterGradient(op_type)
     def grad(o, dy):
         y = o.outputs[0]
-        return (complex_formula if _is_complex(y) else formula)(o.inputs[0], y, dy)
+        if getattr(y._value.dtype, "kind", None) == "f" or not _is_complex(y):  # cheap first
+            return formula(o.inputs[0], y, dy)
+        return complex_formula(o.inputs[0], y, dy)
 
     return op
 
@@ -250,7 +252,7 @@ def _define_binary(name, op_type, f1, f2, dom1, dom2):
         a, b = o.inputs
         y = o.outputs[0]
         n1, n2 = o.needs_input_grad
-        if not _is_complex(y):
+        if getattr(y._value.dtype, "kind", None) == "f" or not _is_complex(y):  # cheap first
             return f1(a, b, y, dy) if n1 else None, f2(a, b, y, dy) if n2 else None
         g1 = c1(a, b, y, dy) if n1 else None
         g2 = c2(a, b, y, dy) if n2 else None
