@@ -468,9 +468,16 @@ class GradientTape:
             else:
                 gs = fn(op, *dys)
             in_ids = op._in_ids
-            if type(gs) is Tensor and len(in_ids) == 1:
-                gs = (gs,)
-            elif type(gs) is not tuple or len(gs) != len(in_ids):
+            if type(gs) is Tensor and len(in_ids) == 1:  # the common case, without a loop
+                iid = in_ids[0]
+                if iid in reach:
+                    x = op.inputs[0]
+                    if gs._value.shape != x._value.shape or gs._value.dtype is not x._value.dtype:
+                        gs = _check_gradient(op, 0, x, gs, fn)
+                    prev = grads.get(iid)
+                    grads[iid] = gs if prev is None else ops.add(prev, gs)
+                continue
+            if type(gs) is not tuple or len(gs) != len(in_ids):
                 gs = _as_gradient_list(gs, op, fn)
             for k, iid in enumerate(in_ids):
                 if iid not in reach:  # None (a scalar input) is never in reach
