@@ -157,8 +157,9 @@ def _make_op(opdef):
             return tuple(_wrap(o) for o in out)
         return _wrap(out)
 
-    # arity-specialised fast paths: no tape -> one backend call plus a few lookups. A forward
-    # without keyword attributes may carry `_numpy_fn`, called directly on NumPy arrays.
+    # fast paths for ops of one or two inputs and no attributes (elementwise ops, matmul): no
+    # tape -> one backend call plus a few lookups. Their forward may carry `_numpy_fn`, called
+    # directly on NumPy arrays. Other ops take the general path.
     fast = getattr(forward, "_numpy_fn", None) or forward
     nd = np.ndarray
     if opdef.arity == 1 and not opdef.takes_attrs:
@@ -180,31 +181,6 @@ def _make_op(opdef):
             out = fast(v1, v2) if type(v1) is nd else forward(v1, v2)
             if state.tapes:
                 return record(opdef, (x1, x2), _NO_ATTRS, out)
-            if type(out) is tuple:
-                return wrap(out)
-            t = new(T)
-            t._value = out
-            t._id = next(ids)
-            return t
-    elif opdef.arity == 1:
-        def op(x, /, **attrs):
-            out = forward(x._value if isinstance(x, T) else _raw(x), **attrs)
-            if state.tapes:
-                return record(opdef, (x,), attrs, out)
-            if type(out) is tuple:
-                return wrap(out)
-            t = new(T)
-            t._value = out
-            t._id = next(ids)
-            return t
-    elif opdef.arity == 2:
-        def op(x1, x2, /, **attrs):
-            out = forward(x1._value if isinstance(x1, T) else x1 if type(x1) in scalar
-                          else _raw(x1),
-                          x2._value if isinstance(x2, T) else x2 if type(x2) in scalar
-                          else _raw(x2), **attrs)
-            if state.tapes:
-                return record(opdef, (x1, x2), attrs, out)
             if type(out) is tuple:
                 return wrap(out)
             t = new(T)
