@@ -449,6 +449,8 @@ def test_random_shapes_match_numpy(shape, data):
     half = name in ("irfft", "hfft")
     if n is None and (2 * (shape[axis] - 1) if half else shape[axis]) < 1:
         n = 1  # the default length would be empty: NumPy and tapegrad both reject it
+    if name == "irfft" and shape[axis] == 0:
+        return  # NumPy's irfft of an empty axis with n given reads uninitialised memory
     x = _real(shape) if name in ("rfft", "ihfft") else _complex(shape)
     dtype = data.draw(st.sampled_from(["double", "single"]))
     if dtype == "single":

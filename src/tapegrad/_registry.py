@@ -1,8 +1,10 @@
 """The op registry: ``primitive``, ``RegisterGradient``, ``no_gradient``, ``gradient_override_map``.
 
 An *op type* is a name (``"Relu"``) with a forward function on backend arrays, an optional
-gradient function, and sample inputs for the tests. Built-in ops are declared with exactly these
-public decorators.
+gradient function (and what it reads of the record), and sample inputs for the tests. Built-in
+ops are declared with exactly these public decorators. A gradient may be registered before its
+op type is defined (TensorFlow allows it, and gradient-only names are what
+``gradient_override_map`` maps to).
 """
 from __future__ import annotations
 
@@ -14,11 +16,12 @@ import types
 
 import numpy as np
 
-from . import _backend, _tape
-from ._tensor import Tensor, _wrap
+from . import _backend, _records
+from ._records import READS, record
+from ._tensor import _SCALARS, Tensor, _raw, _wrap
 from ._tensor import _ids as _tensor_ids
+from .errors import describe_fn
 
-_SCALARS = (bool, int, float, complex)
 _SCALAR_TYPES = frozenset(_SCALARS)
 _NO_ATTRS = types.MappingProxyType({})  # the (read-only) attrs of an op without attributes
 
@@ -66,20 +69,34 @@ class Sample:
 
 
 class OpDef:
-    """The registry entry of one op type."""
+    """The registry entry of one op type.
+
+    ``type``, ``forward`` (on backend arrays; ``None`` for a type that only has a gradient so
+    far), ``grad``, ``reads`` (what ``grad`` reads of a record, a bit set: 1 inputs, 2
+    outputs), ``differentiable``, ``surrogate``, ``samples``, ``public`` (the op function),
+    ``params``/``arity`` (from the forward's signature).
+    """
 
     __slots__ = ("type", "forward", "params", "arity", "takes_attrs", "samples", "grad",
-                 "differentiable", "public", "surrogate")
+                 "differentiable", "public", "surrogate", "reads")
+    is_custom = False
 
-    def __init__(self, op_type, forward, samples):
+    def __init__(self, op_type, forward=None, samples=None):
         self.type = op_type
-        self.forward = forward
         self.samples = list(samples or ())
         self.grad = None
         self.surrogate = False
         self.differentiable = True
+        self.reads = READS["both"]
         self.public = None
+        self.define(forward)
+
+    def define(self, forward):
+        """Set the forward function and read its signature."""
+        self.forward = forward
         self.params, self.arity, self.takes_attrs = (), None, True
+        if forward is None:
+            return
         try:
             everything = inspect.signature(forward).parameters.values()
         except (TypeError, ValueError):
@@ -91,22 +108,63 @@ class OpDef:
         if all(p.kind is not p.VAR_POSITIONAL and p.default is p.empty for p in ps):
             self.arity = len(ps)  # a fixed number of inputs, none optional
 
+    @property
+    def defined(self) -> bool:
+        """False for a type that has a registered gradient but no forward (``primitive``) yet."""
+        return self.forward is not None
+
+    @property
+    def forward_function(self):
+        """The forward on backend arrays (``OperationView.forward_function``)."""
+        return self.forward
+
+    @property
+    def reads_name(self) -> str:
+        """``reads`` as its name: ``"inputs"``, ``"outputs"``, ``"both"`` or ``"none"``."""
+        return next(k for k, v in READS.items() if v == self.reads)
+
+    def replay(self, attrs):
+        """A function of the op's positional inputs that runs the op again with ``attrs``."""
+        public = self.public
+
+        def forward(*inputs):
+            return public(*inputs, **attrs)
+
+        return forward
+
     def param_name(self, i: int) -> str:
         """The name of input ``i`` (``x``, ``x1``, ``arrays[2]``...)."""
         if i < len(self.params):
             return self.params[i]
         return f"{self.params[-1]}[{i - len(self.params) + 1}]" if self.params else f"input {i}"
 
+    def __repr__(self):
+        state = "" if self.defined else ", gradient only (never defined with tg.primitive)"
+        return f"<OpDef {self.type!r}{state}>"
+
 
 _OPS: dict[str, OpDef] = {}
 
 
 def registered_ops() -> dict[str, OpDef]:
-    """All registered op types, by name (a copy)."""
+    """All registered op types, by name (a copy), as :class:`OpDef` entries.
+
+    A type registered with ``RegisterGradient`` but never defined with ``primitive`` is
+    included; its entry's ``defined`` is False.
+    """
     return dict(_OPS)
 
 
+def _check_type_name(op_type, what):
+    if not isinstance(op_type, str) or not op_type:
+        raise TypeError(f"{what}: op_type must be a non-empty string (an op type name such as "
+                        f"'Relu'), got {op_type!r} of type {type(op_type).__name__}")
+
+
 def _unknown(op_type, what):
+    if not isinstance(op_type, str):
+        return TypeError(f"{what}: op types are strings, got {op_type!r} of type "
+                         f"{type(op_type).__name__}")
     close = difflib.get_close_matches(op_type, _OPS, n=3)
     hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
     return LookupError(f"{what}: unknown op type {op_type!r}.{hint} Registered op types are "
@@ -119,21 +177,28 @@ def primitive(op_type: str, *, samples=None):
     Decorates ``forward(*arrays, **attrs) -> array | tuple[array, ...]``. The result is the
     public op: call it with Tensors, backend arrays or Python scalars as positional inputs and
     keyword attributes; it returns Tensor(s) and is recorded by active tapes. Give its gradient
-    with :func:`RegisterGradient`. ``samples``: a list of :class:`Sample` for the tests.
+    with :func:`RegisterGradient` (before or after). ``samples``: a list of :class:`Sample`
+    for the tests.
 
-    Raises ``ValueError`` if ``op_type`` is already registered.
+    Raises ``TypeError`` if ``op_type`` is not a non-empty string, ``ValueError`` if it is
+    already defined. At call time the op raises ``TypeError`` if the forward returns something
+    other than a backend array or a tuple of them, or a NumPy array for inputs of another
+    backend.
     """
-    if not isinstance(op_type, str) or not op_type:
-        raise TypeError(f"primitive: op_type must be a non-empty string, got {op_type!r}")
+    _check_type_name(op_type, "primitive")
 
     def decorate(forward):
-        if op_type in _OPS:
+        opdef = _OPS.get(op_type)
+        if opdef is not None and opdef.defined:
             raise ValueError(
                 f"primitive: op type {op_type!r} is already registered (by "
-                f"{_where(_OPS[op_type].forward)}); choose another name"
+                f"{describe_fn(opdef.forward)}); choose another name"
             )
-        opdef = OpDef(op_type, forward, samples)
-        _OPS[op_type] = opdef
+        if opdef is None:
+            opdef = _OPS[op_type] = OpDef(op_type, forward, samples)
+        else:  # its gradient was registered first
+            opdef.define(forward)
+            opdef.samples = list(samples or ())
         op = _make_op(opdef)
         functools.update_wrapper(op, forward)
         op.op_type = op_type
@@ -145,14 +210,18 @@ def primitive(op_type: str, *, samples=None):
 
 def _make_op(opdef):
     forward = opdef.forward
-    record = _tape.record
-    state = _tape._state
+    state = _records._state
     T = Tensor
     new = object.__new__
     ids = _tensor_ids
     scalar = _SCALAR_TYPES
+    nd = np.ndarray
 
-    def wrap(out):
+    def finish(out, args, attrs):
+        if type(out) is not nd:  # a tuple, or an array of another backend: check it
+            out = _checked_result(opdef, out, args)
+        if state.tapes:
+            return record(opdef, args, attrs, out)
         if type(out) is tuple:
             return tuple(_wrap(o) for o in out)
         return _wrap(out)
@@ -161,119 +230,149 @@ def _make_op(opdef):
     # tape -> one backend call plus a few lookups. Their forward may carry `_numpy_fn`, called
     # directly on NumPy arrays. Other ops take the general path.
     fast = getattr(forward, "_numpy_fn", None) or forward
-    nd = np.ndarray
     if opdef.arity == 1 and not opdef.takes_attrs:
         def op(x, /):
             v = x._value if isinstance(x, T) else _raw(x)
             out = fast(v) if type(v) is nd else forward(v)
-            if state.tapes:
-                return record(opdef, (x,), _NO_ATTRS, out)
-            if type(out) is tuple:
-                return wrap(out)
-            t = new(T)
-            t._value = out
-            t._id = next(ids)
-            return t
+            if type(out) is nd and not state.tapes:
+                t = new(T)
+                t._value = out
+                t._id = next(ids)
+                return t
+            return finish(out, (x,), _NO_ATTRS)
     elif opdef.arity == 2 and not opdef.takes_attrs:
         def op(x1, x2, /):
             v1 = x1._value if isinstance(x1, T) else x1 if type(x1) in scalar else _raw(x1)
             v2 = x2._value if isinstance(x2, T) else x2 if type(x2) in scalar else _raw(x2)
             out = fast(v1, v2) if type(v1) is nd else forward(v1, v2)
-            if state.tapes:
-                return record(opdef, (x1, x2), _NO_ATTRS, out)
-            if type(out) is tuple:
-                return wrap(out)
-            t = new(T)
-            t._value = out
-            t._id = next(ids)
-            return t
+            if type(out) is nd and not state.tapes:
+                t = new(T)
+                t._value = out
+                t._id = next(ids)
+                return t
+            return finish(out, (x1, x2), _NO_ATTRS)
     else:
         def op(*args, **attrs):
-            out = forward(*[a._value if isinstance(a, T) else _raw(a) for a in args], **attrs)
-            if state.tapes:
-                return record(opdef, args, attrs, out)
-            return wrap(out)
+            return finish(forward(*[a._value if isinstance(a, T) else _raw(a) for a in args],
+                                  **attrs), args, attrs)
 
     return op
 
 
-def _raw(a):
-    """A non-Tensor op input as a backend value: scalars stay, sequences and (under another
-    default backend) NumPy arrays go to the default namespace, backend arrays pass."""
-    if isinstance(a, _SCALARS) or a is None:
-        return a
-    if isinstance(a, (list, tuple, np.ndarray, np.generic)):
-        if isinstance(a, (list, tuple)) or _backend.default_namespace() is not np:
-            return _backend.asarray(a)
-    return a
+def _checked_result(opdef, out, args):
+    """``out`` if it is a backend array, or a tuple of them, of the inputs' backend; raises
+    ``TypeError`` naming the op type otherwise."""
+    outs = out if type(out) is tuple else (out,)
+    for o in outs:
+        if isinstance(o, Tensor) or not (hasattr(o, "shape") and hasattr(o, "dtype")):
+            inside = f" holding a {type(o).__name__}" if o is not out else ""
+            raise TypeError(
+                f"the forward {describe_fn(opdef.forward)} of op type {opdef.type!r} returned "
+                f"a {type(out).__name__}{inside}; a primitive's forward must return one backend "
+                "array, or a tuple of them for several outputs (not a list, a Tensor or a "
+                "Python number)")
+    if any(isinstance(o, (np.ndarray, np.generic)) for o in outs):
+        for a in args:
+            v = a._value if isinstance(a, Tensor) else a
+            if hasattr(v, "__array_namespace__") and not isinstance(v, (np.ndarray, np.generic)):
+                raise TypeError(
+                    f"the forward {describe_fn(opdef.forward)} of op type {opdef.type!r} "
+                    f"returned a NumPy array for inputs on {_backend.namespace(v).__name__!r}; "
+                    "compute with the inputs' namespace (xp = array_namespace(x)), or convert "
+                    "the result back with xp.asarray before returning it")
+    return out
 
 
-def RegisterGradient(op_type: str, *, surrogate: bool = False):  # noqa: N802 - TF's name
+def RegisterGradient(op_type: str, *, surrogate: bool = False, reads: str = "both"):  # noqa: N802 - TF's name
     """Register ``fn(op, *output_grads)`` as the gradient of ``op_type``.
 
-    ``op`` is the :class:`~tapegrad._tape.Operation` record (``.type``, ``.inputs``,
-    ``.outputs``, ``.attrs``, ``get_attr``); ``output_grads`` has one Tensor per output. ``fn``
-    returns one gradient (a Tensor or ``None``) per input, or a single Tensor for a one-input op.
-    Write it with tapegrad ops so that it is itself differentiable.
+    ``op`` is the :class:`~tapegrad._records.Operation` record (``.type``, ``.inputs``,
+    ``.outputs``, ``.attrs``, ``get_attr``, ``needs_input_grad``); ``output_grads`` has one
+    Tensor per output. ``fn`` returns one gradient (a Tensor or ``None``) per input, or a
+    single Tensor for a one-input op. Write it with tapegrad ops so that it is itself
+    differentiable. The op type may be defined (:func:`primitive`) before or after.
+
+    ``reads``: what ``fn`` reads of the record: ``"both"`` (inputs and outputs, the default),
+    ``"inputs"``, ``"outputs"`` or ``"none"`` (Chainer's ``retain_inputs`` /
+    ``retain_outputs``). Records keep only that, so a tape holds less memory; the others are
+    :class:`~tapegrad._records.Dropped` placeholders with their shape and dtype.
 
     ``surrogate=True`` marks a gradient that is intentionally not the derivative of the
     forward (straight-through, leaky): ``tg.test`` reports it instead of failing.
 
-    Raises ``ValueError`` if ``op_type`` already has a gradient, ``LookupError`` if it is not
-    a registered op type (declare it with :func:`primitive` first).
+    Raises ``TypeError`` if ``op_type`` is not a non-empty string, ``ValueError`` if it already
+    has a gradient or ``reads`` is not one of the four names.
     """
+    _check_type_name(op_type, "RegisterGradient")
+    if reads not in READS:
+        raise ValueError(f"RegisterGradient({op_type!r}): reads={reads!r}; it must be one of "
+                         f"{', '.join(map(repr, READS))}")
 
     def decorate(fn):
         opdef = _OPS.get(op_type)
         if opdef is None:
-            raise _unknown(op_type, "RegisterGradient")
+            opdef = _OPS[op_type] = OpDef(op_type)
         if opdef.grad is not None or not opdef.differentiable:
             raise ValueError(
                 f"RegisterGradient: op type {op_type!r} already has a gradient "
-                f"({_where(opdef.grad) if opdef.grad else 'no_gradient'}); use "
+                f"({describe_fn(opdef.grad) if opdef.grad else 'no_gradient'}); use "
                 "tg.gradient_override_map to use another gradient in a block of code"
             )
         opdef.grad = fn
         opdef.surrogate = bool(surrogate)
+        opdef.reads = READS[reads]
         return fn
 
     return decorate
 
 
 def no_gradient(op_type: str) -> None:
-    """Declare that ``op_type`` is not differentiable: its inputs receive ``None`` gradients."""
+    """Declare that ``op_type`` is not differentiable: its inputs receive ``None`` gradients.
+
+    Raises ``TypeError`` for a name that is not a string, ``LookupError`` for an unknown type.
+    """
+    _check_type_name(op_type, "no_gradient")
     opdef = _OPS.get(op_type)
     if opdef is None:
         raise _unknown(op_type, "no_gradient")
     opdef.differentiable = False
+    opdef.reads = READS["none"]
 
 
 @contextlib.contextmanager
 def gradient_override_map(op_type_map: dict):
     """Within the block, ops of type ``k`` are recorded with the gradient of op type ``v``.
 
-    Works eagerly under :class:`GradientTape` (the override is fixed when the op is recorded).
-    Raises ``LookupError`` naming the closest registered names if a type is unknown.
+    ``k`` must be a defined op type; ``v`` any registered type (also one that only has a
+    gradient, registered with :func:`RegisterGradient`). Works eagerly under
+    :class:`GradientTape` (the override is fixed when the op is recorded). Raises
+    ``LookupError`` naming the closest registered names if a type is unknown, or if ``k`` was
+    never defined; ``ValueError`` if both types take a fixed number of inputs and the numbers
+    differ (the gradient would return the wrong number of gradients).
     """
+    resolved = {}
     for k, v in op_type_map.items():
         for t in (k, v):
-            if t not in _OPS:
+            if not isinstance(t, str) or t not in _OPS:
                 raise _unknown(t, "gradient_override_map")
-    state = _tape._state
+        src, dst = _OPS[k], _OPS[v]
+        if not src.defined:
+            raise LookupError(
+                f"gradient_override_map: op type {k!r} has a registered gradient but was never "
+                f"defined with tg.primitive({k!r}), so no op of that type runs; the keys are "
+                "the op types whose gradient you replace")
+        if src.arity is not None and dst.arity is not None and src.arity != dst.arity:
+            raise ValueError(
+                f"gradient_override_map: op type {k!r} takes {src.arity} input(s) but the "
+                f"gradient of {v!r} is written for ops of {dst.arity} input(s); map {k!r} to a "
+                f"gradient for {src.arity} input(s) (register one with tg.RegisterGradient)")
+        resolved[k] = dst
+    state = _records._state
     saved = state.overrides
-    state.overrides = {**saved, **op_type_map}
-    _tape._overriding += 1
+    state.overrides = {**saved, **resolved}
+    _records._overriding += 1
     try:
         yield
     finally:
-        _tape._overriding -= 1
+        _records._overriding -= 1
         state.overrides = saved
-
-
-def _where(fn) -> str:
-    fn = inspect.unwrap(fn)
-    code = getattr(fn, "__code__", None)
-    name = getattr(fn, "__qualname__", repr(fn))
-    if code is None:
-        return name
-    return f"{name} at {code.co_filename}:{code.co_firstlineno}"

@@ -1,47 +1,27 @@
-"""``GradientTape``: recording, the reverse pass, nesting, persistence, ``jacobian``.
+"""``GradientTape``: watching, the reverse pass, nesting, persistence, ``jacobian``.
 
-Semantics are TensorFlow 2's. A tape traces a set of tensor ids: the tensors it watched and the
-outputs of the ops it recorded. An op is recorded on a tape only if one of its inputs is traced
-by that tape; its floating outputs then become traced. Records (:class:`Operation`) hold the op's
-inputs and outputs; tensors never point back to records, so there is no reference cycle.
+Semantics are TensorFlow 2's. Recording itself is in :mod:`tapegrad._records`; what gradient
+functions return is checked by :mod:`tapegrad._validation`; hooks live in
+:mod:`tapegrad._hooks`. ``tape.operations`` gives read-only views of the records
+(:class:`~tapegrad._views.OperationView`). ``explain`` and ``to_dot`` are attached by
+:mod:`tapegrad.viz`. The ops the reverse pass computes with (accumulation, un-broadcasting,
+Jacobian rows) come from :mod:`tapegrad._structural`.
 """
 from __future__ import annotations
 
 import contextlib
 import enum
 import functools
-import inspect
-import threading
 import warnings
-import weakref
 
-from . import _backend, _registry
-from . import _tensor as _tensor_module
+from . import _backend
+from ._hooks import HOOKS, run_hooks
+from ._records import _state, record_outputs
+from ._structural import ops
 from ._tensor import Tensor, Variable, _wrap
-from ._tensor import _ids as _tensor_ids
-from .errors import (GradientCountError, GradientShapeError, GradientTypeError,
-                     NotDifferentiableError)
-
-_SCALARS = (bool, int, float, complex)
-
-
-class _State(threading.local):
-    def __init__(self):
-        # active tapes, innermost last, and observers (check-numerics); replaced, never mutated
-        self.tapes = list(_GLOBAL_OBSERVERS)
-        self.overrides = {}  # gradient_override_map
-        self.reach = frozenset()  # ids connected to the sources of the running backward pass
-        self.backward_tape = None  # the tape whose gradient is being computed (debugging.log)
-        self.grad_op = None  # the op whose gradient function is running
-        self.raw_access = False  # did that gradient function read a traced tensor's array?
-
-
-_GLOBAL_OBSERVERS = []  # observers every new thread starts with
-_overriding = 0  # number of gradient_override_map blocks open in any thread (a cheap pre-check)
-_HOOKS: dict = {}  # tensor id -> gradient hooks (register_hook)
-
-
-_state = _State()
+from ._validation import as_gradient_list, check_gradient, no_gradient_error
+from ._views import OperationView
+from .errors import NotDifferentiableError, describe_fn
 
 
 class UnconnectedGradients(enum.Enum):
@@ -51,158 +31,8 @@ class UnconnectedGradients(enum.Enum):
     ZERO = "zero"
 
 
-class Operation:
-    """The record of one executed op, as a gradient function receives it.
-
-    Attributes: ``type`` (op type name), ``inputs`` (tuple of Tensors or Python scalars),
-    ``outputs`` (tuple of Tensors), ``attrs`` (dict of keyword attributes).
-    """
-
-    __slots__ = ("_opdef", "inputs", "outputs", "attrs", "_in_ids", "_out_ids", "_float_out",
-                 "_override")
-
-    @property
-    def type(self) -> str:
-        """The op type name."""
-        return self._opdef.type
-
-    @property
-    def needs_input_grad(self) -> tuple:
-        """One bool per input: does the running ``gradient`` call need this input's gradient?
-
-        A gradient function may skip the work for inputs marked False (return None for them):
-        constants, integer tensors, Python scalars and tensors not connected to the sources.
-        """
-        reach = _state.reach
-        ids = self._in_ids
-        if len(ids) == 2:
-            return ids[0] in reach, ids[1] in reach
-        return tuple([i in reach for i in ids])  # None is never in reach
-
-    @property
-    def name(self) -> str:
-        """A unique name: ``<type>_<id of first output>``."""
-        return f"{self.type}_{self._out_ids[0]}"
-
-    def get_attr(self, name):
-        """The keyword attribute ``name``; raises ``KeyError`` listing the op's attributes."""
-        try:
-            return self.attrs[name]
-        except KeyError:
-            raise KeyError(f"op {self.type!r} has no attribute {name!r}; it has "
-                           f"{sorted(self.attrs)}") from None
-
-    def __repr__(self):
-        return f"<Operation {self.type} inputs={len(self.inputs)} outputs={len(self.outputs)}>"
-
-
 def _is_float(t) -> bool:
     return _backend.is_floating(t._value.dtype)
-
-
-def _floating(value) -> bool:
-    kind = getattr(value.dtype, "kind", None)
-    return kind in "fc" if kind is not None else _backend.is_floating(value.dtype)
-
-
-def record(opdef, args, attrs, out):
-    """Wrap ``out`` in Tensors and record the op on every active tape that traces an input.
-
-    ``opdef`` is the op's registry entry (it gives ``type``, ``grad``, ``differentiable`` and
-    ``param_name``).
-    """
-    if type(out) is tuple:
-        outs = tuple(_wrap(o) for o in out)
-        record_outputs(opdef, args, attrs, outs)
-        return outs
-    t = _new_object(Tensor)  # _wrap(out), inlined
-    t._value = out
-    t._id = next(_tensor_ids)
-    tapes = _state.tapes
-    if len(tapes) == 1 and not tapes[0]._observer:
-        tape = tapes[0]  # the common case, inlined: one tape, no Variable among the inputs
-        watched = tape._watched
-        traced = False
-        for a in args:
-            if type(a) is Tensor:
-                if a._id in watched:
-                    traced = True
-            elif isinstance(a, Variable):
-                record_outputs(opdef, args, attrs, (t,))
-                return t
-        if not traced:
-            return t
-        op = _new_record(opdef, args, attrs, (t,))
-        tape._ops.append(op)
-        watched.update(op._float_out)
-        return t
-    record_outputs(opdef, args, attrs, (t,))
-    return t
-
-
-def record_outputs(opdef, args, attrs, outs):
-    """Record an op whose output Tensors already exist (used by ``custom_gradient``)."""
-    op = None
-    for tape in _state.tapes:
-        if tape._observer:
-            tape.observe(opdef, args, outs)
-            continue
-        watched = tape._watched
-        traced = False
-        for a in args:
-            if isinstance(a, Tensor):
-                if tape._watch_vars and isinstance(a, Variable) and a.trainable:
-                    tape._note_variable(a)
-                if a._id in watched:
-                    traced = True
-        if not traced:
-            continue
-        if op is None:
-            op = _new_record(opdef, args, attrs, outs)
-        tape._ops.append(op)  # ops without floating outputs too: tape.explain shows them
-        watched.update(op._float_out)
-
-
-def _as_input(a):
-    if isinstance(a, Tensor):
-        return a._snapshot() if isinstance(a, Variable) else a
-    if isinstance(a, _SCALARS) or a is None:
-        return a
-    return Tensor(_registry._raw(a))  # a backend array: a constant to every tape
-
-
-def _new_record(opdef, args, attrs, outs):
-    op = _new_object(Operation)
-    op._opdef = opdef
-    in_ids = []  # ids of tensor inputs (None for scalars); only floating ones are ever traced
-    for a in args:
-        if type(a) is Tensor:
-            in_ids.append(a._id)
-        elif type(a) in _SCALAR_TYPES or a is None:
-            in_ids.append(None)
-        else:  # Variables are snapshotted, backend arrays wrapped
-            args = tuple([_as_input(a) for a in args])
-            in_ids = [a._id if isinstance(a, Tensor) else None for a in args]
-            break
-    op.inputs = args
-    op._in_ids = tuple(in_ids)
-    op.outputs = outs
-    op.attrs = attrs
-    if len(outs) == 1:
-        o = outs[0]
-        op._out_ids = ids = (o._id,)
-        kind = getattr(o._value.dtype, "kind", None)  # _floating, inlined for NumPy dtypes
-        fl = kind in "fc" if kind is not None else _floating(o._value)
-        op._float_out = ids if fl else ()
-    else:
-        op._out_ids = tuple([o._id for o in outs])
-        op._float_out = tuple([o._id for o in outs if _floating(o._value)])
-    op._override = _state.overrides.get(opdef.type) if _overriding else None
-    return op
-
-
-_new_object = object.__new__
-_SCALAR_TYPES = frozenset(_SCALARS)
 
 
 class GradientTape:
@@ -226,13 +56,16 @@ class GradientTape:
         self._ops = []
         self._watched = set()
         self._variables = {}
+        self._conversions = {}  # tensor id -> where it was converted to NumPy (explain)
         self._used = False
+        self._entered = False
         self.logs = {}
 
     # --- context -------------------------------------------------------------------------------
     def __enter__(self):
         if self in _state.tapes:
             raise RuntimeError("this GradientTape is already recording; do not re-enter it")
+        self._entered = True
         self._push()
         return self
 
@@ -265,7 +98,38 @@ class GradientTape:
         self._ops = []
         self._watched = set()
         self._variables = {}
+        self._conversions = {}
         self._used = False
+
+    # --- the records ----------------------------------------------------------------------------
+    @property
+    def operations(self) -> tuple:
+        """What the tape recorded, in order: a tuple of read-only
+        :class:`~tapegrad._views.OperationView`. Empty once a non-persistent tape's records
+        were released by ``gradient`` (see :attr:`released`)."""
+        return tuple(OperationView(op) for op in self._ops)
+
+    @property
+    def traced_ids(self) -> frozenset:
+        """The ids (``Tensor.id``) of the tensors the tape traces: watched ones and the
+        floating outputs of recorded ops."""
+        return frozenset(self._watched)
+
+    @property
+    def released(self) -> bool:
+        """True once a non-persistent tape's ``gradient``/``jacobian`` freed its records."""
+        return self._used
+
+    @property
+    def watch_accessed_variables(self) -> bool:
+        """Whether trainable Variables read inside the block are watched automatically."""
+        return self._watch_vars
+
+    @property
+    def conversions(self) -> dict:
+        """``{tensor id: "file:line"}``: traced tensors converted to NumPy arrays (where they
+        left the tape; see :class:`~tapegrad.errors.TapeLeakWarning`)."""
+        return dict(self._conversions)
 
     # --- watching ------------------------------------------------------------------------------
     def watch(self, tensor):
@@ -297,19 +161,6 @@ class GradientTape:
         """The Variables this tape watched, in the order they were first watched or read."""
         return tuple(self._variables.values())
 
-    # --- explanations (tapegrad.viz) ------------------------------------------------------------
-    def explain(self, target, sources):
-        """Why each source's gradient is what it is; see :func:`tapegrad.viz.explain`."""
-        from .viz import explain
-
-        return explain(self, target, sources)
-
-    def to_dot(self, target, sources=None) -> str:
-        """The recorded graph behind ``target`` as Graphviz DOT text; see :func:`tapegrad.viz.to_dot`."""
-        from .viz import to_dot
-
-        return to_dot(self, target, sources)
-
     # --- gradients -------------------------------------------------------------------------------
     def gradient(self, target, sources, output_gradients=None,
                  unconnected_gradients=UnconnectedGradients.NONE):
@@ -324,8 +175,9 @@ class GradientTape:
                 for sources not connected to the target; ``ZERO`` gives zeros.
 
         Returns gradients in the structure of ``sources``, each with its source's shape and dtype.
-        Raises ``RuntimeError`` on a second call to a non-persistent tape, ``TypeError`` for a
-        non-floating target or a source that is not a Tensor.
+        Raises ``RuntimeError`` on a second call to a non-persistent tape or on a tape that was
+        never entered (``with``), ``TypeError`` for a non-floating target or a source that is
+        not a Tensor.
         """
         self._check_usable("gradient")
         if not self._persistent and self in _state.tapes:
@@ -351,8 +203,6 @@ class GradientTape:
         row by row with one reverse pass per element of ``target``, using tapegrad ops, so an
         outer tape can differentiate it again (Hessians). Same errors as :meth:`gradient`.
         """
-        from . import ops
-
         self._check_usable("jacobian")
         if not self._persistent and self in _state.tapes:
             self._pop()
@@ -382,6 +232,11 @@ class GradientTape:
         return _unflatten(sources, iter(out))
 
     def _check_usable(self, what):
+        if not self._entered:
+            raise RuntimeError(
+                f"GradientTape.{what}: this tape was never entered, so it recorded nothing; "
+                "compute the target inside `with tg.GradientTape() as tape:` (or call "
+                "tape.__enter__()) and then call tape.gradient")
         if self._used:
             raise RuntimeError(
                 f"GradientTape.{what}: a non-persistent GradientTape can only be used to compute "
@@ -394,8 +249,6 @@ class GradientTape:
         self._watched = set()
 
     def _backward(self, targets, cotangents, sources, unconnected):
-        from . import ops
-
         source_ids = [s._id for s in sources]
         keep = set(source_ids)
         reach = keep & self._watched  # an unwatched source has no gradient, even if an op read it
@@ -408,11 +261,11 @@ class GradientTape:
         _state.reach, _state.backward_tape = reach, self
         try:
             grads = self._reverse(active, reach, keep, targets, cotangents)
-            if _HOOKS:
+            if HOOKS:
                 produced = {i for op in active for i in op._out_ids}
                 for i in keep - produced:  # leaves: their gradient is complete only now
-                    if i in _HOOKS and grads.get(i) is not None:
-                        grads[i] = _run_hooks(i, grads[i])
+                    if i in HOOKS and grads.get(i) is not None:
+                        grads[i] = run_hooks(i, grads[i])
         finally:
             _state.reach, _state.backward_tape, _state.grad_op = saved
         result = []
@@ -428,12 +281,10 @@ class GradientTape:
 
     @staticmethod
     def _reverse(active, reach, keep, targets, cotangents):
-        from . import ops
-
         grads = {}
         for t, c in zip(targets, cotangents):
             _accumulate(grads, t._id, c)
-        hooks = _HOOKS
+        hooks = HOOKS
         observed = bool(_state.tapes)
         outer = any(not t._observer for t in _state.tapes)  # an outer tape may differentiate
         for op in reversed(active):
@@ -444,22 +295,22 @@ class GradientTape:
                 if dy is None:
                     continue
                 if hooks and i in hooks:
-                    dy = grads[i] = _run_hooks(i, dy)
+                    dy = grads[i] = run_hooks(i, dy)
                 dys = (dy,)
             else:
                 dys = [grads.get(i) if i in keep else grads.pop(i, None) for i in out_ids]
                 if all(d is None for d in dys):
                     continue
                 if hooks:
-                    dys = [_run_hooks(i, d) if d is not None and i in hooks else d
+                    dys = [run_hooks(i, d) if d is not None and i in hooks else d
                            for i, d in zip(out_ids, dys)]
-                dys = [ops.zeros_like(o) if d is None else d for d, o in zip(dys, op.outputs)]
-            od = op._opdef if op._override is None else _registry._OPS[op._override]
+                dys = [_zeros_for(o) if d is None else d for d, o in zip(dys, op.outputs)]
+            od = op._gdef
             fn = od.grad
             if fn is None:
                 if not od.differentiable:
                     continue
-                raise _no_gradient_error(od.type)
+                raise no_gradient_error(od.type)
             if outer:
                 gs = _call_tracking_provenance(fn, op, dys)
             elif observed:
@@ -473,12 +324,12 @@ class GradientTape:
                 if iid in reach:
                     x = op.inputs[0]
                     if gs._value.shape != x._value.shape or gs._value.dtype is not x._value.dtype:
-                        gs = _check_gradient(op, 0, x, gs, fn)
+                        gs = check_gradient(op, 0, x, gs, fn)
                     prev = grads.get(iid)
                     grads[iid] = gs if prev is None else ops.add(prev, gs)
                 continue
             if type(gs) is not tuple or len(gs) != len(in_ids):
-                gs = _as_gradient_list(gs, op, fn)
+                gs = as_gradient_list(gs, op, fn)
             for k, iid in enumerate(in_ids):
                 if iid not in reach:  # None (a scalar input) is never in reach
                     continue
@@ -488,7 +339,7 @@ class GradientTape:
                 x = op.inputs[k]
                 if type(g) is not Tensor or g._value.shape != x._value.shape or (
                         g._value.dtype is not x._value.dtype):
-                    g = _check_gradient(op, k, x, g, fn)
+                    g = check_gradient(op, k, x, g, fn)
                 prev = grads.get(iid)
                 grads[iid] = g if prev is None else ops.add(prev, g)
         return grads
@@ -523,6 +374,10 @@ class _OnceDifferentiable:
 
     differentiable = True
     surrogate = False
+    is_custom = False
+    reads = 0  # its gradient reads nothing: it raises
+    reads_name = "none"
+    forward_function = None
 
     def __init__(self, op, fn):
         self.type = f"OnceDifferentiable({op.type})"
@@ -530,6 +385,13 @@ class _OnceDifferentiable:
 
     def param_name(self, i):
         return f"input {i}"
+
+    def replay(self, attrs):
+        def forward(*inputs):
+            raise NotDifferentiableError(f"{self.type} cannot be replayed: it is the record of "
+                                         "a gradient computed on raw arrays")
+
+        return forward
 
     def grad(self, op, *dys):
         raise NotDifferentiableError(
@@ -554,70 +416,11 @@ def _once_differentiable(op, fn, dys, g):
     return out
 
 
-def _note_raw_access(t):
-    """Called by Tensor.numpy(): inside a gradient function, reading a traced tensor's array
-    makes the gradient once-differentiable."""
-    if _state.grad_op is not None and not _state.raw_access:
-        for tape in _state.tapes:
-            if not tape._observer and t._id in tape._watched:
-                _state.raw_access = True
-                return
-
-
-_tensor_module._raw_access_hook = _note_raw_access
-
-
-def register_hook(tensor, fn):
-    """Call ``fn(grad)`` with the gradient flowing into ``tensor`` during ``tape.gradient``.
-
-    ``tensor``: a Tensor or Variable. ``fn`` returns ``None`` (keep the gradient: inspect it) or
-    a Tensor of the same shape and dtype that replaces it for everything upstream. The hook
-    runs once per ``gradient`` call, when the tensor's gradient is complete. Returns a handle
-    whose ``remove()`` unregisters it; hooks die with their tensor.
-    Raises ``GradientShapeError`` if ``fn`` returns a gradient of another shape or dtype.
-    """
-    if not isinstance(tensor, Tensor):
-        raise TypeError(f"register_hook: expected a Tensor or Variable, got {type(tensor).__name__}")
-    key = tensor._id
-    if key not in _HOOKS:
-        _HOOKS[key] = []
-        weakref.finalize(tensor, _HOOKS.pop, key, None)
-    _HOOKS[key].append(fn)
-    return _HookHandle(key, fn)
-
-
-class _HookHandle:
-    def __init__(self, key, fn):
-        self._key, self._fn = key, fn
-
-    def remove(self):
-        """Unregister the hook (no error if it is already gone)."""
-        fns = _HOOKS.get(self._key, [])
-        if self._fn in fns:
-            fns.remove(self._fn)
-
-
-def _run_hooks(key, g):
-    for fn in list(_HOOKS.get(key, ())):
-        new = fn(g)
-        if new is None:
-            continue
-        if not isinstance(new, Tensor) or new.shape != g.shape or new.dtype != g.dtype:
-            got = (f"shape {new.shape} and dtype {new.dtype}" if isinstance(new, Tensor)
-                   else f"a {type(new).__name__}")
-            raise GradientShapeError(
-                f"the gradient hook {describe_fn(fn)} returned {got} for a gradient of shape "
-                f"{g.shape} and dtype {g.dtype}; return None or a Tensor of the same shape and "
-                "dtype")
-        g = new
-    return g
-
-
-def _no_gradient_error(op_type):
-    return NotDifferentiableError(
-        f"no gradient is registered for op type {op_type!r}; register one with "
-        f"@tg.RegisterGradient({op_type!r}), declare it non-differentiable with "
-        f"tg.no_gradient({op_type!r}), or wrap the computation in tg.stop_gradient")
+def _zeros_for(o):
+    """Zeros in place of a missing cotangent of output ``o`` (a Tensor or a dropped one)."""
+    if isinstance(o, Tensor):
+        return ops.zeros_like(o)
+    return ops.zeros(o.shape, dtype=_backend.np_dtype(o.dtype))
 
 
 def _accumulate(grads, key, g):
@@ -625,14 +428,10 @@ def _accumulate(grads, key, g):
     if prev is None:
         grads[key] = g
     else:
-        from .ops import add
-
-        grads[key] = add(prev, g)
+        grads[key] = ops.add(prev, g)
 
 
 def _cotangents(targets, output_gradients):
-    from . import ops
-
     for t in targets:
         if not isinstance(t, Tensor):
             raise TypeError(f"GradientTape.gradient: target must be a Tensor, got "
@@ -673,117 +472,3 @@ def _unflatten(structure, it):
     if isinstance(structure, dict):
         return {k: _unflatten(v, it) for k, v in structure.items()}
     return next(it)
-
-
-def describe_fn(fn) -> str:
-    """``name (file:line)`` of a gradient function, for error messages."""
-    fn = inspect.unwrap(fn)
-    name = getattr(fn, "__qualname__", None) or repr(fn)
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return name
-    return f"{name} ({code.co_filename}:{code.co_firstlineno})"
-
-
-def _as_gradient_list(result, op, fn):
-    n = len(op.inputs)
-    if isinstance(result, (list, tuple)):
-        gs = list(result)
-    elif isinstance(result, dict):
-        return _gradients_by_name(result, op, fn)
-    else:
-        gs = [result]
-    if len(gs) != n:
-        hint = ""
-        if any(callable(g) and not isinstance(g, Tensor) for g in gs):
-            hint = (". One of them is a function: a gradient function cannot return a "
-                    "second-order gradient function. For a custom second-order gradient, return "
-                    "a tensor computed by a nested @tg.custom_gradient function inside the "
-                    "gradient function; the plain second derivative comes from an outer "
-                    "GradientTape")
-        raise GradientCountError(
-            f"the gradient function {describe_fn(fn)} of op type {op.type!r} returned "
-            f"{len(gs)} gradient(s) for {n} input(s); return exactly one per input, in input "
-            f"order, with None for an input that has no gradient{hint}")
-    return gs
-
-
-def _gradients_by_name(result, op, fn):
-    names = [op._opdef.param_name(k) for k in range(len(op.inputs))]
-    unknown = sorted(set(result) - set(names))
-    if unknown:
-        raise GradientCountError(
-            f"the gradient function {describe_fn(fn)} of op type {op.type!r} returned gradients "
-            f"for {', '.join(map(repr, unknown))}, which are not inputs; its inputs are "
-            f"{', '.join(map(repr, names))}")
-    return [result.get(name) for name in names]
-
-
-def _input_label(op, k) -> str:
-    opdef = op._opdef
-    name = opdef.param_name(k) if opdef is not None else f"input {k}"
-    return f"input {k} ({name!r})"
-
-
-def _check_gradient(op, k, x, g, fn):
-    if not isinstance(g, Tensor):
-        if callable(g):
-            raise GradientTypeError(
-                f"the gradient function {describe_fn(fn)} of op type {op.type!r} returned a "
-                f"function for {_input_label(op, k)}, not a tensor. To give a custom second-order "
-                "gradient, return a tensor computed by a nested @tg.custom_gradient function "
-                "inside the gradient function (see the README); the plain second derivative "
-                "comes from an outer GradientTape")
-        if isinstance(g, (list, tuple, dict, str)) or g is None:
-            raise GradientTypeError(
-                f"the gradient function {describe_fn(fn)} of op type {op.type!r} returned a "
-                f"{type(g).__name__} for {_input_label(op, k)}; return a Tensor (or None)")
-        try:
-            _backend.namespace(g)
-        except TypeError:
-            raise GradientTypeError(
-                f"the gradient function {describe_fn(fn)} of op type {op.type!r} returned a "
-                f"{type(g).__name__} for {_input_label(op, k)}; return a Tensor (or None)"
-            ) from None
-        g = Tensor(_backend.asarray(g, xp=_backend.namespace(x._value)))
-        for obs in _state.tapes:
-            if obs._observer:
-                obs.observe(_registry._OPS["Identity"], (g,), (g,))
-    gv, xv = g._value, x._value
-    if gv.shape != xv.shape:
-        g = _unbroadcast(op, k, x, g, fn)
-    if gv.dtype is not xv.dtype and gv.dtype != xv.dtype:
-        out_dtypes = [o._value.dtype for o in op.outputs]
-        if gv.dtype in out_dtypes and _backend.is_floating(xv.dtype):
-            from .ops import astype  # undo type promotion of the op, as broadcasting is undone
-
-            g = astype(g, xv.dtype)
-        else:
-            raise GradientShapeError(
-                f"the gradient function {describe_fn(fn)} of op type {op.type!r} returned a "
-                f"gradient of dtype {g.dtype} for {_input_label(op, k)}, which has dtype "
-                f"{x.dtype}; return a gradient with its input's dtype")
-    return g
-
-
-def _unbroadcast(op, k, x, g, fn):
-    from . import ops
-
-    xs, gs = tuple(x._value.shape), tuple(g._value.shape)
-    out_shapes = [tuple(o._value.shape) for o in op.outputs]
-    lead = len(gs) - len(xs)
-    ok = gs in out_shapes and lead >= 0 and all(
-        a == b or a == 1 for a, b in zip(xs, gs[lead:]))
-    if not ok:
-        raise GradientShapeError(
-            f"the gradient function {describe_fn(fn)} of op type {op.type!r} returned a "
-            f"gradient of shape {gs} for {_input_label(op, k)}, which has shape {xs}; expected "
-            f"shape {xs} (a gradient of the op's output shape is summed back only where the "
-            "input was broadcast). Return one gradient per input with that input's shape")
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, (a, b) in enumerate(zip(xs, gs[lead:])) if a == 1 and b != 1)
-    if axes:
-        g = ops.sum(g, axis=axes)
-    if g.shape != xs:
-        g = ops.reshape(g, xs)
-    return g

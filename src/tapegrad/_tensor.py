@@ -3,7 +3,11 @@
 A Tensor holds its backend array in ``_value`` and a process-unique integer ``_id``; tapes
 trace tensors by that id, so a Tensor never points to the operation that made it and no
 reference cycle links tensors and tape records. Arithmetic operators are attached by
-``tapegrad.ops`` (the core knows no op).
+``tapegrad.ops`` and ``register_hook`` by ``tapegrad._hooks`` (the core knows no op).
+
+Tensors never change under a tape: ``constant`` and ``Variable`` copy their value, ``numpy()``
+returns a read-only view, and a Variable's ``assign`` rebinds its array unless nothing else
+holds it.
 """
 from __future__ import annotations
 
@@ -13,9 +17,13 @@ import sys
 import numpy as np
 
 from . import _backend
+from ._structural import ops as _structural_ops
 
 _ids = itertools.count(1)
-_raw_access_hook = None  # set by _tape: notes raw-array reads inside gradient functions
+_SCALARS = (bool, int, float, complex)
+_raw_access_hook = None  # set by _records: notes raw-array reads inside gradient functions
+_conversion_hook = None  # set by _records: warns when a traced tensor leaves for NumPy
+_API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")
 
 
 class Tensor:
@@ -25,10 +33,16 @@ class Tensor:
     :func:`convert_to_tensor`; ops return Tensors. ``shape`` is a tuple of ints, ``dtype`` the
     backend dtype. Operators ``+ - * / // % ** @``, unary ``-``, ``abs``, comparisons (boolean
     results, never differentiable) and ``[]`` indexing are tapegrad ops.
+
+    NumPy functions on a Tensor: the ufuncs behind Python operators (``np.multiply``,
+    ``ndarray * tensor``...) are tapegrad ops and return Tensors; any other NumPy function
+    (``np.sin``, ``np.sum``) computes eagerly on the value and returns a NumPy array that no
+    tape sees, as TensorFlow's tensors do; use ``tg.sin``, ``tg.sum`` for a differentiable
+    result. Converting a Tensor that a recording tape traces to NumPy warns
+    (:class:`~tapegrad.errors.TapeLeakWarning`).
     """
 
     __slots__ = ("_value", "_id", "__weakref__")
-    __array_ufunc__ = None  # make NumPy defer to our reflected operators: ndarray * Tensor -> Tensor
     __hash__ = None  # == is elementwise, as in TensorFlow 2 and NumPy
 
     def __init__(self, value):
@@ -58,42 +72,61 @@ class Tensor:
         return int(self._value.size)
 
     @property
+    def id(self) -> int:
+        """A process-unique int naming this tensor in tape records (``OperationView.input_ids``)."""
+        return self._id
+
+    @property
     def device(self):
         """The device of the backend array (``"cpu"`` on NumPy)."""
         return getattr(self._value, "device", "cpu")
 
     def numpy(self) -> np.ndarray:
-        """The value as a NumPy array (copied from the device for non-NumPy backends).
+        """The value as a read-only NumPy array (copied from the device for other backends).
 
-        Inside a gradient function this marks the gradient once-differentiable (see
-        ``NotDifferentiableError``): raw arrays carry no derivative.
+        Writing into it raises ``ValueError`` (tensors never change under a tape); take
+        ``.copy()`` for a writeable array. Inside a gradient function this marks the gradient
+        once-differentiable (see ``NotDifferentiableError``): raw arrays carry no derivative.
         """
         if _raw_access_hook is not None:
             _raw_access_hook(self)
         v = self._value
-        if isinstance(v, (np.ndarray, np.generic)):
-            return np.asarray(v)
-        try:
-            return _backend.to_numpy(v)
-        except TypeError:  # CuPy refuses implicit conversion
-            return v.get()
+        if type(v) is not np.ndarray:
+            try:
+                v = _backend.to_numpy(v)
+            except TypeError:  # CuPy refuses implicit conversion
+                v = v.get()
+        a = v.view() if type(v) is np.ndarray else np.asarray(v)
+        a.flags.writeable = False
+        return a
 
     def __array__(self, dtype=None, copy=None):
+        """NumPy's conversion (``np.asarray(t)``: read-only; ``np.array(t)``: a copy).
+
+        Warns once per call site when a recording tape traces this tensor: the NumPy result
+        carries no gradient.
+        """
+        if _conversion_hook is not None:
+            _conversion_hook(self)
         a = self.numpy()
         if dtype is not None:
             a = a.astype(dtype, copy=False)
         return np.array(a, copy=True) if copy else a
 
-    def register_hook(self, fn):
-        """Inspect or replace the gradient flowing into this tensor; see :func:`tapegrad.register_hook`."""
-        from ._tape import register_hook
-
-        return register_hook(self, fn)
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        op = _OPERATOR_UFUNCS.get(ufunc.__name__) if method == "__call__" and not kwargs else None
+        if op is not None and len(inputs) == 2:
+            return getattr(_structural_ops.namespace, op)(*inputs)
+        arrays = [np.asarray(a) if isinstance(a, Tensor) else a for a in inputs]
+        return getattr(ufunc, method)(*arrays, **kwargs)
 
     def __array_namespace__(self, api_version=None):
-        import tapegrad
-
-        return tapegrad
+        """The module ``tapegrad`` (Array API); raises ``ValueError`` for an unknown version."""
+        if api_version is not None and api_version not in _API_VERSIONS:
+            raise ValueError(f"__array_namespace__: tapegrad implements the Array API "
+                             f"{_API_VERSIONS[-1]} (and the earlier {', '.join(_API_VERSIONS[:-1])}), "
+                             f"not {api_version!r}")
+        return _structural_ops.namespace
 
     # --- Python protocol ---------------------------------------------------------------------
     def __repr__(self):
@@ -133,6 +166,17 @@ class Tensor:
         return format(str(self), spec)
 
 
+# the NumPy ufuncs behind Python's binary operators, as tapegrad functions: `ndarray * tensor`
+# calls np.multiply, which must stay a differentiable Tensor op
+_OPERATOR_UFUNCS = {
+    "add": "add", "subtract": "subtract", "multiply": "multiply", "divide": "divide",
+    "true_divide": "divide", "floor_divide": "floor_divide", "remainder": "remainder",
+    "power": "pow", "matmul": "matmul", "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or",
+    "bitwise_xor": "bitwise_xor", "left_shift": "bitwise_left_shift",
+    "right_shift": "bitwise_right_shift", "equal": "equal", "not_equal": "not_equal",
+    "less": "less", "less_equal": "less_equal", "greater": "greater",
+    "greater_equal": "greater_equal"}
+
 _new = object.__new__
 
 
@@ -160,7 +204,7 @@ class Variable(Tensor):
     A Variable works wherever a Tensor does; its value changes only through ``assign``,
     ``assign_add`` and ``assign_sub``. They rebind the array, or update it in place only when
     nothing else references it (NumPy, by reference count), so a tape or Tensor that holds an
-    older value still sees that value.
+    older value still sees that value. Raises ``TypeError`` for string or object data.
     """
 
     __slots__ = ("trainable", "name")
@@ -169,7 +213,7 @@ class Variable(Tensor):
     def __init__(self, initial_value, trainable: bool = True, name: str | None = None, dtype=None):
         value = initial_value._value if isinstance(initial_value, Tensor) else initial_value
         dtype = _float_default(value, dtype, self._default_float)
-        super().__init__(_backend.asarray(value, dtype=dtype, copy=True))
+        super().__init__(_numeric(_backend.asarray(value, dtype=dtype, copy=True), "Variable"))
         self.trainable = bool(trainable)
         self.name = name if name is not None else f"Variable:{self._id}"
 
@@ -177,14 +221,20 @@ class Variable(Tensor):
         """Set the value; ``value`` must have this Variable's shape. Returns the Variable.
 
         The value is copied and cast to the Variable's dtype. Raises ``ValueError`` on a shape
-        mismatch.
+        mismatch and ``TypeError`` when the cast would lose the kind of the data (a floating
+        value for an integer or boolean Variable, a complex one for a real Variable), as
+        TensorFlow does.
         """
         v = value._value if isinstance(value, Tensor) else value
-        return self._set(_backend.asarray(v, dtype=self._value.dtype, copy=True,
-                                          xp=_backend.namespace(self._value)))
+        xp = _backend.namespace(self._value)
+        self._check_kind(v, "assign")
+        return self._set(_backend.asarray(v, dtype=self._value.dtype, copy=True, xp=xp))
 
     def assign_add(self, delta):
-        """``self = self + delta`` (``delta`` broadcastable to the shape); returns the Variable."""
+        """``self = self + delta`` (``delta`` broadcastable to the shape); returns the Variable.
+
+        Raises ``TypeError`` as :meth:`assign` does.
+        """
         d = self._operand(delta)
         if self._alone(d):
             self._value += d
@@ -192,16 +242,32 @@ class Variable(Tensor):
         return self._set(self._value + d)
 
     def assign_sub(self, delta):
-        """``self = self - delta`` (``delta`` broadcastable to the shape); returns the Variable."""
+        """``self = self - delta`` (``delta`` broadcastable to the shape); returns the Variable.
+
+        Raises ``TypeError`` as :meth:`assign` does.
+        """
         d = self._operand(delta)
         if self._alone(d):
             self._value -= d
             return self
         return self._set(self._value - d)
 
+    def _check_kind(self, v, where):
+        dt = getattr(v, "dtype", None)
+        kind = (dt.kind if isinstance(dt, np.dtype) else _backend.np_dtype(dt).kind
+                if dt is not None else np.asarray(v).dtype.kind)
+        mine = self.dtype.kind
+        if _KIND_RANK.get(kind, 0) > _KIND_RANK.get(mine, 3):
+            raise TypeError(
+                f"Variable.{where}: a value of kind {_KIND_NAMES[kind]} cannot be stored in "
+                f"Variable {self.name!r} of dtype {self.dtype} without losing data; cast it "
+                f"first (tg.astype(value, {self.dtype}) or tg.round) if that is what you want")
+
     def _operand(self, delta):
+        v = delta._value if isinstance(delta, Tensor) else delta
+        self._check_kind(v, "assign_add/assign_sub")
         if isinstance(delta, Tensor):
-            return delta._value
+            return v
         if isinstance(delta, (list, tuple)) or (
                 isinstance(delta, (np.ndarray, np.generic)) and type(self._value) is not np.ndarray):
             return _backend.asarray(delta, dtype=self._value.dtype,
@@ -213,8 +279,8 @@ class Variable(Tensor):
         (same shape or scalar, no dtype change) is invisible to every tape and Tensor."""
         v = self._value
         return (type(v) is np.ndarray and sys.getrefcount(v) <= _ALONE_REFS
-                and isinstance(d, (np.ndarray, np.generic, int, float)) and v.flags.writeable and np.shape(d) in (v.shape, ())
-                and np.result_type(v, d) == v.dtype)
+                and isinstance(d, (np.ndarray, np.generic, int, float)) and v.flags.writeable
+                and np.shape(d) in (v.shape, ()) and np.result_type(v, d) == v.dtype)
 
     def _refs(self) -> int:  # the reference count _alone sees when nothing else holds the array
         v = self._value
@@ -238,12 +304,10 @@ class Variable(Tensor):
         Like reading the Variable in an op, this is recorded by active tapes, so gradients
         flow from the snapshot back to the Variable.
         """
-        from .ops.elementwise import positive
-
-        return positive(self)
+        return _structural_ops.identity(self)
 
     def _snapshot(self) -> Tensor:
-        t = Tensor.__new__(Tensor)
+        t = _new(Tensor)
         t._value = self._value
         t._id = self._id
         return t
@@ -251,6 +315,24 @@ class Variable(Tensor):
     def __repr__(self):
         return (f"<tg.Variable '{self.name}' shape={self.shape} dtype={self.dtype}, "
                 f"numpy={_short(self)}>")
+
+
+_KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}  # a higher kind does not fit a lower one
+_KIND_NAMES = {"b": "bool", "u": "unsigned integer", "i": "integer", "f": "floating",
+               "c": "complex"}
+
+
+def _numeric(value, where):
+    """``value`` if it holds numbers; raises ``TypeError`` for string and object data."""
+    kind = getattr(value.dtype, "kind", "f")
+    if kind in "OUSVMm":
+        raise TypeError(
+            f"{where}: the value has dtype {value.dtype} ({_KIND_NAMES.get(kind, 'not numeric')}"
+            "); tensors hold booleans, integers or floating numbers only. Convert strings to "
+            "numbers (e.g. a vocabulary index) first" if kind in "US" else
+            f"{where}: the value has no numeric dtype (got {value.dtype}: None, objects or "
+            "ragged lists); give numbers, a nested list of equal lengths, or an array")
+    return value
 
 
 def _float_default(value, dtype, default_float):
@@ -261,15 +343,20 @@ def _float_default(value, dtype, default_float):
 
 
 def constant(value, dtype=None, *, default_float=None) -> Tensor:
-    """Create a Tensor from ``value`` (scalar, nested list, backend array or Tensor).
+    """Create a Tensor holding a copy of ``value`` (scalar, nested list, backend array, Tensor).
 
     ``dtype``: backend dtype; by default Python floats give ``default_float`` if set, else the
-    backend's default float (float64 on NumPy), and Python ints its default integer. The value
-    is copied from lists; backend arrays are wrapped without a copy (Tensors are never mutated).
+    backend's default float (float64 on NumPy), and Python ints its default integer. Arrays are
+    copied (as TensorFlow does), so writing into the array later cannot change the Tensor or a
+    gradient; ``tg.asarray(x, copy=False)`` wraps without a copy. Raises ``TypeError`` for
+    string or object data (``None``, ragged lists).
     """
     if isinstance(value, Tensor):
+        if dtype is None or value.dtype == dtype:
+            return Tensor(value._value)  # tensors never change: no copy needed
         value = value._value
-    return Tensor(_backend.asarray(value, dtype=_float_default(value, dtype, default_float)))
+    return Tensor(_numeric(_backend.asarray(
+        value, dtype=_float_default(value, dtype, default_float), copy=True), "constant"))
 
 
 def convert_to_tensor(value, dtype=None, *, default_float=None) -> Tensor:
@@ -285,6 +372,19 @@ def convert_to_tensor(value, dtype=None, *, default_float=None) -> Tensor:
             )
         return value
     return constant(value, dtype, default_float=default_float)
+
+
+def _raw(a):
+    """A non-Tensor op input as a backend value: scalars stay, sequences and (under another
+    default backend) NumPy arrays go to the default namespace, backend arrays pass."""
+    if isinstance(a, _SCALARS) or a is None:
+        return a
+    if isinstance(a, (list, tuple, np.ndarray, np.generic)):
+        if isinstance(a, (list, tuple)) or _backend.default_namespace() is not np:
+            return _backend.asarray(a)
+    elif hasattr(a, "_dropped_by"):  # a placeholder of a record that did not keep the tensor
+        a.numpy()  # raises, saying which op and what to do
+    return a
 
 
 _ALONE_REFS = Variable(np.zeros(1))._refs()  # calibrated: counting differs across CPython versions

@@ -15,10 +15,11 @@ import inspect
 
 import numpy as np
 
-from . import _backend, _tape
+from . import _backend, _records
 from ._registry import no_gradient, primitive
 from ._tensor import Tensor, Variable
-from .errors import GradientCountError, VariablesError
+from .errors import GradientCountError, VariablesError, describe_fn
+from .ops import astype, clip
 
 
 class _VariableWatcher:
@@ -38,13 +39,21 @@ class _VariableWatcher:
 class _CustomDef:
     """The op-type entry of one ``custom_gradient`` call: names, gradient, forward to replay."""
 
-    __slots__ = ("type", "params", "n_args", "variables", "grad", "forward", "surrogate")
+    __slots__ = ("type", "params", "n_args", "variables", "grad", "forward", "surrogate",
+                 "forward_function")
     differentiable = True
+    is_custom = True
+    reads = 3  # the record keeps inputs and outputs: grad_fn closes over them anyway
+    reads_name = "both"
 
-    def __init__(self, op_type, params, n_args, variables, grad, forward, surrogate):
+    def __init__(self, op_type, params, n_args, variables, grad, forward, surrogate, function):
         self.type, self.params, self.n_args = op_type, params, n_args
         self.variables, self.grad, self.forward = variables, grad, forward
-        self.surrogate = surrogate
+        self.surrogate, self.forward_function = surrogate, function
+
+    def replay(self, attrs):
+        """The call again, as a function of its positional arguments (and Tensor keywords)."""
+        return self.forward
 
     def param_name(self, i):
         if i >= self.n_args:
@@ -100,7 +109,7 @@ def custom_gradient(f=None, *, surrogate=False):
 
     @functools.wraps(f)
     def decorated(*args, **kwargs):
-        state = _tape._state
+        state = _records._state
         saved = state.tapes
         watcher = _VariableWatcher()
         state.tapes = [watcher, *[t for t in saved if t._observer]]
@@ -133,8 +142,8 @@ def custom_gradient(f=None, *, surrogate=False):
 
             names = (*params[:n], *[f"args[{i}]" for i in range(len(params), n)], *kw_names)
             grad = _grad_adapter(grad_fn, variables)
-            info = _CustomDef(op_type, names, len(inputs), variables, grad, replay, surrogate)
-            _tape.record_outputs(info, (*inputs, *variables), {}, outs)
+            info = _CustomDef(op_type, names, len(inputs), variables, grad, replay, surrogate, f)
+            _records.record_outputs(info, (*inputs, *variables), {}, outs)
         return rebuild(outs)
 
     decorated.surrogate = surrogate
@@ -166,14 +175,14 @@ def _grad_adapter(grad_fn, variables):
             res = grad_fn(*dys, variables=variables)
             if not (isinstance(res, (tuple, list)) and len(res) == 2):
                 raise GradientCountError(
-                    f"the gradient function {_tape.describe_fn(grad_fn)} is called with "
+                    f"the gradient function {describe_fn(grad_fn)} is called with "
                     "variables=, so it must return a pair (input_gradients, variable_gradients)")
             gin, gvar = res
             gin = list(gin) if isinstance(gin, (tuple, list)) else [gin]
             gvar = list(gvar) if isinstance(gvar, (tuple, list)) else [gvar]
             if len(gvar) != len(variables):
                 raise GradientCountError(
-                    f"the gradient function {_tape.describe_fn(grad_fn)} returned "
+                    f"the gradient function {describe_fn(grad_fn)} returned "
                     f"{len(gvar)} variable gradient(s) for {len(variables)} Variable(s) "
                     f"({', '.join(v.name for v in variables)}); return one per Variable")
             return [*gin, *gvar]
@@ -182,8 +191,6 @@ def _grad_adapter(grad_fn, variables):
 
 
 def _cast_outputs(out, Tout, where):  # noqa: N803 - TensorFlow's name
-    from .ops import astype
-
     if isinstance(Tout, (list, tuple)):
         outs = out if isinstance(out, (list, tuple)) else (out,)
         if len(outs) != len(Tout):
@@ -191,7 +198,21 @@ def _cast_outputs(out, Tout, where):  # noqa: N803 - TensorFlow's name
                              f"{len(Tout)} dtype(s)")
         return [_cast_outputs(o, t, where) for o, t in zip(outs, Tout)]
     t = out if isinstance(out, Tensor) else Tensor(_backend.asarray(out))
-    return t if Tout is None or t.dtype == Tout else astype(t, Tout)
+    if Tout is None or t.dtype == Tout:
+        return t
+    _check_no_truncation(t.dtype, Tout, where)
+    return astype(t, Tout)
+
+
+def _check_no_truncation(dtype, Tout, where):  # noqa: N803
+    """Raise ``TypeError`` if casting a result of ``dtype`` to ``Tout`` drops its fraction
+    or imaginary part (TensorFlow raises too)."""
+    got, want = np.dtype(dtype), np.dtype(Tout)
+    if (got.kind in "fc" and want.kind in "biu") or (got.kind == "c" and want.kind == "f"):
+        raise TypeError(
+            f"{where}: func returned a result of dtype {got} but Tout is {want}; the cast would "
+            f"silently drop its {'fraction' if got.kind == 'f' else 'imaginary part'}. Give "
+            f"Tout={got}, or round/cast inside func if that is what you want")
 
 
 def py_function(func, inp, Tout, name=None):  # noqa: N803 - TensorFlow's name
@@ -216,8 +237,14 @@ def _numpy_function(*arrays, func, Tout):  # noqa: N803
         if len(outs) != len(Tout):
             raise ValueError(f"numpy_function: func returned {len(outs)} value(s) but Tout "
                              f"lists {len(Tout)} dtype(s)")
-        return tuple(_backend.asarray(np.asarray(o, dtype=t), xp=xp) for o, t in zip(outs, Tout))
-    return _backend.asarray(np.asarray(out, dtype=Tout), xp=xp)
+        return tuple(_numpy_result(o, t, xp) for o, t in zip(outs, Tout))
+    return _numpy_result(out, Tout, xp)
+
+
+def _numpy_result(out, Tout, xp):  # noqa: N803
+    out = np.asarray(out)
+    _check_no_truncation(out.dtype, Tout, "numpy_function")
+    return _backend.asarray(out.astype(Tout, copy=False), xp=xp)
 
 
 no_gradient("NumpyFunction")
@@ -250,8 +277,6 @@ def straight_through(forward_fn):
 
 @functools.partial(custom_gradient, surrogate=True)
 def _clip_gradient(x, lo, hi):
-    from .ops import clip
-
     return x, lambda dy: (clip(dy, lo, hi), None, None)
 
 

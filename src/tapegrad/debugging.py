@@ -1,7 +1,7 @@
 """Debugging aids: check-numerics mode and logging from inside gradient functions."""
 from __future__ import annotations
 
-from . import _backend, _tape
+from . import _backend, _records
 from .errors import NumericsError
 
 __all__ = ["enable_check_numerics", "disable_check_numerics", "log"]
@@ -12,7 +12,7 @@ class _NumericsObserver:
 
     _observer = True
 
-    def observe(self, opdef, args, outs):
+    def observe(self, op_type, args, outs):
         for k, out in enumerate(outs):
             v = out._value
             if not _backend.is_floating(v.dtype):
@@ -21,15 +21,15 @@ class _NumericsObserver:
             if bool(xp.all(xp.isfinite(v))):
                 continue
             what = "NaN" if bool(xp.any(xp.isnan(v))) else "Inf"
-            op = _tape._state.grad_op
+            tape, op = _records.backward_state()
             phase = (f"in the gradient of op type {op.type!r} (while differentiating it)"
-                     if _tape._state.backward_tape is not None and op is not None
-                     else "in the gradient computation" if _tape._state.backward_tape is not None
+                     if tape is not None and op is not None
+                     else "in the gradient computation" if tape is not None
                      else "in the forward computation")
             shapes = ", ".join(str(tuple(a.shape)) if hasattr(a, "shape") else repr(a)
                                for a in args)
             raise NumericsError(
-                f"check_numerics: op type {opdef.type!r} produced {what} in output {k} "
+                f"check_numerics: op type {op_type!r} produced {what} in output {k} "
                 f"{phase}; its inputs have shapes [{shapes}]. Disable with "
                 "tg.debugging.disable_check_numerics()")
 
@@ -44,17 +44,12 @@ def enable_check_numerics() -> None:
     naming the op type, whether it was forward or gradient, and the input shapes. Costs one
     reduction per op; off by default.
     """
-    if _OBSERVER not in _tape._GLOBAL_OBSERVERS:
-        _tape._GLOBAL_OBSERVERS.append(_OBSERVER)
-    if _OBSERVER not in _tape._state.tapes:
-        _tape._state.tapes = [_OBSERVER, *_tape._state.tapes]
+    _records.add_observer(_OBSERVER)
 
 
 def disable_check_numerics() -> None:
     """Turn check-numerics mode off again."""
-    if _OBSERVER in _tape._GLOBAL_OBSERVERS:
-        _tape._GLOBAL_OBSERVERS.remove(_OBSERVER)
-    _tape._state.tapes = [t for t in _tape._state.tapes if t is not _OBSERVER]
+    _records.remove_observer(_OBSERVER)
 
 
 def log(name: str, value) -> None:
@@ -64,7 +59,7 @@ def log(name: str, value) -> None:
     ``tape.logs`` maps each name to the values logged during that call, in order. Raises
     ``RuntimeError`` when no gradient is being computed.
     """
-    tape = _tape._state.backward_tape
+    tape, _ = _records.backward_state()
     if tape is None:
         raise RuntimeError(
             f"tg.debugging.log({name!r}, ...) was called outside a gradient computation; call "

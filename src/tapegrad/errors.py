@@ -1,6 +1,8 @@
 """User-facing errors. Each message says what happened, where, and what to do."""
 from __future__ import annotations
 
+import inspect
+
 
 class GradientError(ValueError):
     """Base class of errors about a value returned by a gradient function."""
@@ -28,3 +30,21 @@ class VariablesError(TypeError):
 
 class NumericsError(FloatingPointError):
     """With ``tg.debugging.enable_check_numerics()``, an op produced a NaN or an Inf."""
+
+
+class TapeLeakWarning(UserWarning):
+    """A Tensor that a recording tape traces was converted to a NumPy array: what is computed
+    from that array carries no gradient."""
+
+
+def describe_fn(fn) -> str:
+    """``qualname (file:line)`` of a function (a gradient function, a hook), for messages."""
+    try:
+        fn = inspect.unwrap(fn)
+    except ValueError:
+        pass
+    name = getattr(fn, "__qualname__", None) or repr(fn)
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return name
+    return f"{name} ({code.co_filename}:{code.co_firstlineno})"

@@ -7,7 +7,7 @@ by side, with the source of each gradient formula in its docstring. Also reachab
 """
 from __future__ import annotations
 
-from .ops.linalg import matmul, tensordot, vecdot
+from .ops.products import matmul, tensordot, vecdot
 from .ops.linalg_ext import EighResult, QRResult, SlogdetResult, SVDResult  # noqa: F401
 from .ops.linalg_ext import (cholesky, cross,
                              det, diagonal, eigh, eigvalsh, inv, matrix_norm, matrix_power,

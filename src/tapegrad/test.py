@@ -24,10 +24,8 @@ import warnings
 import numpy as np
 
 from . import _backend
-from ._registry import OpDef
-from ._tape import GradientTape, _as_gradient_list, _check_gradient, _state, describe_fn
+from ._tape import GradientTape
 from ._tensor import Tensor
-from .custom_gradient import _CustomDef
 from .errors import GradientCountError, GradientShapeError, GradientTypeError
 from .ops.creation import zeros_like
 
@@ -411,36 +409,32 @@ def _is_builtin_module(module) -> bool:
 
 
 def _is_user_op(op) -> bool:
-    """A ``custom_gradient`` call or an op type declared outside tapegrad (not overridden)."""
-    od = op._opdef
-    if op._override is not None:
+    """A ``custom_gradient`` call or an op type declared outside tapegrad (not overridden);
+    ``op`` is an ``OperationView``."""
+    if op.is_overridden:
         return False
-    if type(od) is _CustomDef:
-        return not _is_builtin_module(_module_of(od.grad))
-    if not isinstance(od, OpDef):
+    if op.is_custom:
+        return not _is_builtin_module(_module_of(op.gradient_function))
+    forward = op.forward_function
+    if forward is None:
         return False  # e.g. the record of a gradient computed on raw arrays
-    known = _BUILTIN.get(id(od))
+    known = _BUILTIN.get(id(forward))
     if known is None:
-        known = _BUILTIN[id(od)] = _is_builtin_module(_module_of(od.forward))
-    return not known and od.differentiable
+        known = _BUILTIN[id(forward)] = _is_builtin_module(_module_of(forward))
+    return not known and op.differentiable
 
 
 def _surrogate_paths(ops, xt) -> dict:
     """``{input number: [surrogate op types on a path from that input]}``."""
-    from ._registry import _OPS
-
-    def effective(op):
-        return op._opdef if op._override is None else _OPS[op._override]
-
-    if not any(getattr(effective(op), "surrogate", False) for op in ops):
+    if not any(op.surrogate for op in ops):
         return {}
     paths = {}
     for i, t in enumerate(xt):
-        reach, names = {t._id}, []
+        reach, names = {t.id}, []
         for op in ops:
-            if not reach.isdisjoint(op._in_ids):
-                reach.update(op._float_out)
-                if getattr(effective(op), "surrogate", False) and op.type not in names:
+            if not reach.isdisjoint(op.input_ids):
+                reach.update(op.floating_output_ids)
+                if op.surrogate and op.type not in names:
                     names.append(op.type)
         if names:
             paths[i] = names
@@ -516,34 +510,20 @@ class CustomGradientReport:
                 f"surrogates={len(self.surrogates)}>")
 
 
-def _replay(op):
-    """A function of the op's inputs (positional) that runs the op again: its outputs."""
-    od = op._opdef
-    if type(od) is _CustomDef:
-        forward = od.forward
-    else:
-        public, attrs = od.public, op.attrs
-
-        def forward(*inputs):
-            return public(*inputs, **attrs)
-    return forward
-
-
 def _check_op(number, op, traced, rng, atol, rtol, eps) -> OpCheck:
     """Check one record ``op``; ``traced``: the ids the tape traced (inputs depending on ``f``'s
     floating arguments). The other inputs are constants, as they are to the tape."""
-    od = op._opdef
-    custom = type(od) is _CustomDef
-    fn_grad = od.grad
-    check = OpCheck(number, od.type, describe_fn(fn_grad) if fn_grad is not None else None,
-                    bool(getattr(od, "surrogate", False)))
+    op_type = op.type
+    fn_grad = op.gradient_function
+    check = OpCheck(number, op_type, op.gradient_source, op.surrogate)
     if fn_grad is None:
-        check.problems.append(f"no gradient is registered for op type {od.type!r}")
+        check.problems.append(f"no gradient is registered for op type {op_type!r}")
         return check
-    n_replay = od.n_args if custom else len(op.inputs)
-    pos = [k for k in range(n_replay) if op._in_ids[k] is not None and op._in_ids[k] in traced]
+    n_replay = len(op.inputs) - len(op.variables)
+    ids = op.input_ids
+    pos = [k for k in range(n_replay) if ids[k] is not None and ids[k] in traced]
     xs = [np.array(op.inputs[k].numpy(), dtype=np.float64) for k in pos]
-    forward = _replay(op)
+    forward = op.forward
 
     def run(xt):
         full = list(op.inputs)
@@ -560,12 +540,12 @@ def _check_op(number, op, traced, rng, atol, rtol, eps) -> OpCheck:
     with GradientTape(persistent=True) as tape:
         tape.watch(xt)
         run(xt)
-    recs = [o for o in tape._ops if o.type == od.type]
+    recs = [o for o in tape.operations if o.type == op_type]
     if not recs:
         check.notes.append("not checked: no floating input of the op could be traced")
         return check
     rec = recs[-1]
-    names = [f"input {k} ({rec._opdef.param_name(k)!r})" for k in range(len(rec.inputs))]
+    names = [f"input {k} ({name!r})" for k, name in enumerate(rec.param_names)]
 
     # 1. one gradient per input, each of its input's shape and dtype
     shapes = [tuple(o.shape) for o in rec.outputs]
@@ -577,9 +557,11 @@ def _check_op(number, op, traced, rng, atol, rtol, eps) -> OpCheck:
         return [_tensor(d.astype(o.dtype)) if _is_float(o) else zeros_like(o)
                 for d, o in zip(ds, rec.outputs)]
 
-    saved, _state.reach = _state.reach, frozenset(t._id for t in xt)
+    fresh = {t.id for t in xt}
+    needed = [k for k, i in enumerate(rec.input_ids) if i in fresh]
     try:
-        g1, g2, g12 = (_call_gradient(rec, fn_grad, cotangents(ds)) for ds in dys)
+        g1, g2, g12 = ([None if g is None else g.numpy() for g in rec.gradient(
+            *cotangents(ds), needed=needed)] for ds in dys)
     except (GradientCountError, GradientShapeError, GradientTypeError) as exc:
         check.problems.append(f"its gradients do not fit its inputs: {type(exc).__name__}: "
                               f"{exc}")
@@ -587,8 +569,6 @@ def _check_op(number, op, traced, rng, atol, rtol, eps) -> OpCheck:
     except Exception as exc:  # noqa: BLE001 - reported, with its type
         check.problems.append(f"its gradient function raised {type(exc).__name__}: {exc}")
         return check
-    finally:
-        _state.reach = saved
     bad = [names[k] for k, g in enumerate(g1) if g is not None and not np.all(np.isfinite(g))]
     if bad:
         check.problems.append(f"returned non-finite values (nan or inf) for {', '.join(bad)}")
@@ -621,7 +601,7 @@ def _check_op(number, op, traced, rng, atol, rtol, eps) -> OpCheck:
             break
 
     # 3. agreement with central differences of the op's own forward
-    if len(rec.inputs) > len(pos) and custom and od.variables:
+    if len(rec.inputs) > len(pos) and op.variables:
         check.notes.append("the gradients of the Variables its forward reads are checked for "
                            "shape and linearity only")
     outs = fn(xt)
@@ -642,7 +622,7 @@ def _check_op(number, op, traced, rng, atol, rtol, eps) -> OpCheck:
         ratio = f"; gradient / derivative = {ga / gn:.4g}" if gn and np.isfinite(ga) else ""
         if check.surrogate:
             check.differs = True
-            check.notes.append(f"surrogate gradient of {od.type}: differs from the derivative "
+            check.notes.append(f"surrogate gradient of {op_type}: differs from the derivative "
                                f"by {abs(ga - gn):.3g} ({where}), as declared")
             break
         check.problems.append(
@@ -653,22 +633,6 @@ def _check_op(number, op, traced, rng, atol, rtol, eps) -> OpCheck:
     if check.surrogate and not check.differs and not check.problems:
         check.notes.append("declared surrogate, yet it agrees with the derivative here")
     return check
-
-
-def _call_gradient(rec, fn_grad, dys) -> list:
-    """The gradient function's result for ``rec``, validated as the tape does; NumPy arrays."""
-    res = fn_grad(rec, *dys)
-    if type(res) is Tensor and len(rec.inputs) == 1:
-        gs = [res]
-    else:
-        gs = _as_gradient_list(res, rec, fn_grad)
-    out, reach = [], _state.reach
-    for k, (g, iid) in enumerate(zip(gs, rec._in_ids)):
-        if g is None or iid is None or iid not in reach:  # the tape ignores these too
-            out.append(None)
-            continue
-        out.append(_check_gradient(rec, k, rec.inputs[k], g, fn_grad).numpy())
-    return out
 
 
 def _check_records(records, traced, title, seed, atol, rtol, eps,
@@ -721,8 +685,8 @@ def check_custom_gradient(f, args, *, atol=None, rtol=None, eps=None, seed=0):
     with GradientTape(persistent=True) as tape:
         tape.watch(xt)
         call(xt)
-    records = [op for op in tape._ops if _is_user_op(op)]
-    report = _check_records(records, tape._watched, fname, seed, atol, rtol, eps,
+    records = [op for op in tape.operations if _is_user_op(op)]
+    report = _check_records(records, tape.traced_ids, fname, seed, atol, rtol, eps,
                             _promotion_note(promoted))
     if report.failed:
         raise AssertionError(str(report))
@@ -882,14 +846,14 @@ def check_gradients(f, args, order=1, atol=None, rtol=None, eps=None, *, seed=0)
     with GradientTape(persistent=True) as tape:
         tape.watch(xt)
         ys = call(xt)
-    ops = tape._ops
+    ops = tape.operations
     out_index = [k for k, y in enumerate(ys) if _is_float(y)]  # f's floating outputs
     if not out_index:
         return None  # nothing differentiable to check
     records = [op for op in ops if _is_user_op(op)]
     report = None
     if records:
-        report = _check_records(records, tape._watched, f"custom gradients met by {fname}",
+        report = _check_records(records, tape.traced_ids, f"custom gradients met by {fname}",
                                 seed, atol, rtol, eps)
     through = _surrogate_paths(ops, xt)
     del tape, ops, records

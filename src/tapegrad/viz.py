@@ -8,8 +8,10 @@ Graphviz DOT text; ``graph`` wraps that text in a :class:`Graph` that Jupyter sh
 that renders to SVG, PNG or PDF with Graphviz's ``dot`` program (``apt-get install graphviz``
 on Debian/Ubuntu, ``brew install graphviz`` on macOS); ``draw`` renders straight to a file.
 
-Everything here reads the tape's records (``tape._ops``), walking them by tensor id; nothing
-runs an op. A non-persistent tape frees its records in ``gradient``: explain or draw first.
+Everything here reads the tape's public records (``tape.operations``, read-only
+``OperationView`` objects), walking them by tensor id; nothing runs an op. A non-persistent
+tape frees its records in ``gradient``: explain or draw first. ``GradientTape.explain`` and
+``GradientTape.to_dot`` are this module's functions, attached to the tape class here.
 """
 from __future__ import annotations
 
@@ -19,8 +21,10 @@ import re
 import shutil
 import subprocess
 from collections import deque
+from typing import NamedTuple
 
-from . import _backend, _registry
+from . import _backend
+from ._tape import GradientTape
 from ._tensor import Tensor, Variable
 
 INSTALL_HINT = ("install Graphviz, which provides the `dot` program: `sudo apt-get install "
@@ -40,32 +44,42 @@ class GraphvizNotFoundError(RuntimeError):
 
 
 # --- the records, indexed by tensor id -----------------------------------------------------------
+class _Spec(NamedTuple):
+    """Shape and dtype of a recorded tensor (what the records API gives of it)."""
+
+    shape: tuple
+    dtype: object
+
+
 class _Records:
     """The ops of a tape with, per tensor id, the op that produced it and the ops that read it."""
 
     def __init__(self, tape):
-        if getattr(tape, "_used", False):
+        if tape.released:
             raise RuntimeError(
                 "this GradientTape's records were released by its gradient (or jacobian) call; "
                 "call explain/to_dot/draw before tape.gradient, or create the tape with "
                 "GradientTape(persistent=True)")
         self.tape = tape
-        self.ops = list(tape._ops)
+        self.traced = tape.traced_ids
+        self.ops = list(tape.operations)
         self.producer = {}  # tensor id -> (op index, output position)
         self.consumers = {}  # tensor id -> [(op index, input position)]
-        self.tensors = {}  # tensor id -> a Tensor with that id (for shapes and dtypes)
+        self.tensors = {}  # tensor id -> its _Spec
         for i, op in enumerate(self.ops):
-            for k, a in enumerate(op.inputs):
-                if isinstance(a, Tensor):
-                    self.consumers.setdefault(a._id, []).append((i, k))
-                    self.tensors.setdefault(a._id, a)
-            for k, o in enumerate(op.outputs):
-                self.producer[o._id] = (i, k)
-                self.tensors[o._id] = o
+            for k, (tid, shape, dtype) in enumerate(zip(op.input_ids, op.input_shapes,
+                                                        op.input_dtypes)):
+                if tid is not None:
+                    self.consumers.setdefault(tid, []).append((i, k))
+                    self.tensors.setdefault(tid, _Spec(shape, dtype))
+            for k, (tid, shape, dtype) in enumerate(zip(op.output_ids, op.output_shapes,
+                                                        op.output_dtypes)):
+                self.producer[tid] = (i, k)
+                self.tensors[tid] = _Spec(shape, dtype)
 
     def recorded(self, tid) -> bool:
         """Is the tensor traced by the tape (watched, or the output of a recorded op)?"""
-        return tid in self.producer or tid in self.tape._watched
+        return tid in self.producer or tid in self.traced
 
     def forward_path(self, start, goals, differentiable):
         """Shortest chain of ``(op index, input id, output id)`` steps from ``start`` to a goal id.
@@ -82,9 +96,9 @@ class _Records:
             tid = queue.popleft()
             for i, k in self.consumers.get(tid, ()):
                 op = self.ops[i]
-                if differentiable and (op._in_ids[k] != tid or not _grad_def(op).differentiable):
+                if differentiable and (op.input_ids[k] != tid or not op.differentiable):
                     continue
-                for out in (op._float_out if differentiable else op._out_ids):
+                for out in (op.floating_output_ids if differentiable else op.output_ids):
                     if out in parent:
                         continue
                     parent[out] = (i, tid)
@@ -105,12 +119,12 @@ class _Records:
             tid = queue.popleft()
             for i, k in self.consumers.get(tid, ()):
                 op = self.ops[i]
-                if op._in_ids[k] != tid:
+                if op.input_ids[k] != tid:
                     continue
                 ops.append(i)
-                if not _grad_def(op).differentiable:
+                if not op.differentiable:
                     continue
-                for out in op._float_out:
+                for out in op.floating_output_ids:
                     if out not in seen:
                         seen.add(out)
                         queue.append(out)
@@ -124,16 +138,11 @@ class _Records:
             if p is None or p[0] in found:
                 continue
             found.add(p[0])
-            for a in self.ops[p[0]].inputs:
-                if isinstance(a, Tensor) and a._id not in seen:
-                    seen.add(a._id)
-                    stack.append(a._id)
+            for tid in self.ops[p[0]].input_ids:
+                if tid is not None and tid not in seen:
+                    seen.add(tid)
+                    stack.append(tid)
         return found
-
-
-def _grad_def(op):
-    """The op-type entry whose gradient the op uses (``gradient_override_map`` applied)."""
-    return op._opdef if op._override is None else _registry._OPS[op._override]
 
 
 def _dtype(t) -> str:
@@ -141,27 +150,26 @@ def _dtype(t) -> str:
 
 
 def _is_float(t) -> bool:
-    return _backend.is_floating(t._value.dtype)
+    return _backend.is_floating(t.dtype)
 
 
 def _blocker(records, i, out):
     """Why op ``i`` passes no gradient on to its output ``out``: ``(phrase, a few words)``."""
     op = records.ops[i]
-    gdef = _grad_def(op)
-    if out not in op._float_out:
+    if out not in op.floating_output_ids:
         dtype = _dtype(records.tensors[out])
         if op.type == "Cast":
             return (f"passes through Cast to {dtype}, which carries no gradient",
                     f"blocked by Cast to {dtype}")
         return (f"passes through {op.type}, whose {dtype} result carries no gradient",
                 f"blocked by {op.type}")
-    if gdef.type == "StopGradient":
+    if op.gradient_type == "StopGradient":
         return ("passes through StopGradient (tg.stop_gradient), which blocks the gradient",
                 "blocked by StopGradient")
     hint = ("; wrap the call in tg.custom_gradient to give it a gradient"
-            if gdef.type == "NumpyFunction" else "")
-    return (f"passes through the non-differentiable op {gdef.type!r}{hint}",
-            f"blocked by {gdef.type}")
+            if op.gradient_type == "NumpyFunction" else "")
+    return (f"passes through the non-differentiable op {op.gradient_type!r}{hint}",
+            f"blocked by {op.gradient_type}")
 
 
 # --- explain -------------------------------------------------------------------------------------
@@ -250,15 +258,15 @@ def _explain_one(records, name, s, goals, goal_ops):
     if not isinstance(s, Tensor):
         raise TypeError(f"explain: the source {name!r} is a {type(s).__name__}, not a Tensor "
                         "or Variable")
-    sid = s._id
+    sid = s.id
     if not _is_float(s):
         return SourceExplanation(
             name, s, False, f"unconnected — its dtype {_dtype(s)} carries no gradient (only "
             "floating tensors are traced); cast it with tg.astype before the tape uses it",
             f"dtype {_dtype(s)}")
-    if sid not in tape._watched:
+    if sid not in records.traced:
         if isinstance(s, Variable):
-            if not tape._watch_vars:
+            if not tape.watch_accessed_variables:
                 extra = "; it also has trainable=False" if not s.trainable else ""
                 return SourceExplanation(
                     name, s, False, f"unconnected — Variable {s.name!r} was not watched "
@@ -285,8 +293,8 @@ def _explain_one(records, name, s, goals, goal_ops):
         reason = ("connected: it is the target" if not steps else
                   f"connected through {_path_text(types)}")
         missing = sorted({records.ops[i].type for i in records.reach(sid) if i in goal_ops
-                          and _grad_def(records.ops[i]).grad is None
-                          and _grad_def(records.ops[i]).differentiable})
+                          and records.ops[i].gradient_function is None
+                          and records.ops[i].differentiable})
         if missing:
             reason += (f"; but op type(s) {', '.join(map(repr, missing))} have no registered "
                        "gradient, so tape.gradient will raise (register one with "
@@ -297,21 +305,28 @@ def _explain_one(records, name, s, goals, goal_ops):
     if steps is not None:  # recorded, but every path has a step without gradient
         for n, (i, prev, out) in enumerate(steps):
             op = records.ops[i]
-            if not (_grad_def(op).differentiable and out in op._float_out and prev in op._in_ids):
+            if not (op.differentiable and out in op.floating_output_ids
+                    and prev in op.input_ids):
                 phrase, short = _blocker(records, i, out)
                 return SourceExplanation(
                     name, s, False, f"unconnected — its path to the target {phrase}", short,
                     ops=[j for j, _, _ in steps[:n + 1]])
     for i in records.reach(sid):  # the tape stops tracing at integer and boolean results
         op = records.ops[i]
-        for out in op._out_ids:
-            if out not in op._float_out:
+        for out in op.output_ids:
+            if out not in op.floating_output_ids:
                 phrase, short = _blocker(records, i, out)
                 path = records.forward_path(sid, {out}, differentiable=False) or []
                 return SourceExplanation(
                     name, s, False, f"unconnected — its path to the target {phrase} (the tape "
                     "does not trace integer or boolean results)", short,
                     ops=[j for j, _, _ in path])
+    left = _conversion(records, sid)
+    if left is not None:
+        return SourceExplanation(
+            name, s, False, f"unconnected — {left}; what was computed from the NumPy array "
+            "carries no gradient (use tapegrad functions instead of NumPy or a library that "
+            "computes with NumPy)", "left the tape for NumPy")
     if not any(records.recorded(g) for g in goals):
         return SourceExplanation(
             name, s, False, "unconnected — the target was computed outside the tape (or from "
@@ -323,6 +338,22 @@ def _explain_one(records, name, s, goals, goal_ops):
     return SourceExplanation(
         name, s, False, f"unconnected — the target does not depend on it (its recorded uses, "
         f"{used}, do not lead to the target)", "does not lead to the target")
+
+
+def _conversion(records, sid):
+    """Where the source ``sid``, or a tensor computed from it, was converted to NumPy."""
+    conversions = records.tape.conversions
+    if not conversions:
+        return None
+    if sid in conversions:
+        return f"it was converted to a NumPy array at {conversions[sid]}"
+    reached = {sid}
+    for i in records.reach(sid):
+        reached.update(records.ops[i].floating_output_ids)
+    for tid, site in conversions.items():
+        if tid in reached:
+            return f"a tensor computed from it was converted to a NumPy array at {site}"
+    return None
 
 
 def explain(tape, target, sources) -> Explanation:
@@ -348,7 +379,7 @@ def explain(tape, target, sources) -> Explanation:
     """
     records = _Records(tape)
     ts = _targets(target)
-    goals = {t._id for t in ts}
+    goals = {t.id for t in ts}
     goal_ops = records.ancestors(goals)
     entries = [_explain_one(records, name, s, goals, goal_ops)
                for name, s in _flatten_named(sources)]
@@ -371,17 +402,17 @@ def _attrs(**kw) -> str:
 
 
 def _sd(t) -> str:
-    """``(32, 10) float32``: shape and dtype of a tensor."""
-    return f"{tuple(t._value.shape)} {_dtype(t)}"
+    """``(32, 10) float32``: shape and dtype of a tensor (or of a recorded one's _Spec)."""
+    return f"{tuple(t.shape)} {_dtype(t)}"
 
 
 def _kind(op) -> str | None:
     """``custom_gradient`` / ``user gradient`` / ``gradient of X`` for highlighted ops."""
-    if op._override is not None:
-        return f"gradient of {op._override}"
-    if op.type.startswith("CustomGradient:"):
+    if op.is_overridden:
+        return f"gradient of {op.gradient_type}"
+    if op.is_custom:
         return "custom_gradient"
-    grad = op._opdef.grad
+    grad = op.gradient_function
     if grad is not None:
         module = getattr(inspect.unwrap(grad), "__module__", "") or ""
         if not module.startswith("tapegrad.") or module.startswith("tapegrad.examples"):
@@ -405,12 +436,12 @@ def to_dot(tape, target, sources=None) -> str:
     """
     records = _Records(tape)
     targets = _targets(target)
-    goals = {t._id for t in targets}
+    goals = {t.id for t in targets}
     named = _flatten_named(sources) if sources is not None else []
     keep = records.ancestors(goals)
     verdicts = {}
     for name, s in named:
-        verdicts.setdefault(s._id, _explain_one(records, name, s, goals, keep))
+        verdicts.setdefault(s.id, _explain_one(records, name, s, goals, keep))
     blockers = set()
     for e in verdicts.values():
         if not e.connected and e._ops:
@@ -424,6 +455,7 @@ def to_dot(tape, target, sources=None) -> str:
              '  node [fontname="Helvetica" fontsize=11 style=filled];',
              '  edge [color="#555555" arrowsize=0.7];']
     leaves = {}  # tensor id -> node name
+    variables = {v.id: v for v in tape.watched_variables()}
 
     def leaf(tid):
         if tid in leaves:
@@ -431,7 +463,7 @@ def to_dot(tape, target, sources=None) -> str:
         node = leaves[tid] = f"t{tid}"
         t = records.tensors.get(tid)
         e = verdicts.get(tid)
-        var = tape._variables.get(tid)
+        var = variables.get(tid)
         if e is not None:
             label = [e.name, _sd(e.source)]
             if e.connected:
@@ -442,7 +474,7 @@ def to_dot(tape, target, sources=None) -> str:
                     label=_q(*label, f"unconnected: {e.short}"), shape="ellipse",
                     style='"filled,dashed"', color=_q(_RED), fontcolor=_q(_RED), penwidth=1.5,
                     fillcolor='"#fff5f5"', tooltip=_q(e)))
-        elif tid in tape._watched:
+        elif tid in records.traced:
             label = [var.name if var is not None else "watched", _sd(t)]
             lines.append(f"  {node}" + _attrs(label=_q(*label), shape="ellipse",
                                                fillcolor='"#ebfbee"'))
@@ -454,49 +486,51 @@ def to_dot(tape, target, sources=None) -> str:
 
     for i in order:
         op = records.ops[i]
-        gdef, kind = _grad_def(op), _kind(op)
+        kind = _kind(op)
         title = op.type
         if op.type.startswith("CustomGradient:"):
             title = op.type.split(":", 1)[1]
         label = [title, *([kind] if kind else [])]
-        label += [("[%d] " % k if len(op.outputs) > 1 else "") + _sd(o)
-                  for k, o in enumerate(op.outputs)]
+        outs = [records.tensors[o] for o in op.output_ids]
+        ins = [records.tensors[t] if t is not None else a
+               for t, a in zip(op.input_ids, op.inputs)]
+        label += [("[%d] " % k if len(outs) > 1 else "") + _sd(o) for k, o in enumerate(outs)]
         attrs = dict(label=_q(*label), shape="box", fillcolor=_q(_OP_FILL),
                      style='"rounded,filled"', tooltip=_q(f"{op.name}: " + ", ".join(
-                         _sd(a) if isinstance(a, Tensor) else repr(a) for a in op.inputs)
-                         + " -> " + ", ".join(_sd(o) for o in op.outputs)))
+                         _sd(a) if isinstance(a, _Spec) else repr(a) for a in ins)
+                         + " -> " + ", ".join(_sd(o) for o in outs)))
         if kind:
             attrs.update(fillcolor=_q(_CUSTOM_FILL), color=_q(_CUSTOM_LINE), penwidth=2)
-        if not gdef.differentiable:
+        if not op.differentiable:
             attrs.update(fillcolor=_q(_NODIFF_FILL), fontcolor='"#555555"',
                          label=_q(*label[:1], "no gradient", *label[1:]))
         if i in blockers:
             attrs.update(color=_q(_RED), penwidth=2)
         lines.append(f"  op{i}" + _attrs(**attrs))
-        for k, a in enumerate(op.inputs):
-            if not isinstance(a, Tensor):
+        for tid in op.input_ids:
+            if tid is None:
                 continue
-            p = records.producer.get(a._id)
-            src = f"op{p[0]}" if p is not None and p[0] in keep else leaf(a._id)
-            style = None if _is_float(a) else '"dashed"'
+            p = records.producer.get(tid)
+            src = f"op{p[0]}" if p is not None and p[0] in keep else leaf(tid)
+            style = None if _is_float(records.tensors[tid]) else '"dashed"'
             lines.append(f"  {src} -> op{i}" + _attrs(style=style, color=(
                 '"#aaaaaa"' if style else None)))
     for name, s in named:
-        leaf(s._id)  # sources the kept ops do not read: isolated, with their verdict
+        leaf(s.id)  # sources the kept ops do not read: isolated, with their verdict
     for n, t in enumerate(targets):
         node = f"target{n}"
-        recorded = records.recorded(t._id)
+        recorded = records.recorded(t.id)
         label = ["target" if len(targets) == 1 else f"target {n}", _sd(t)]
         if not recorded:
             label.append("(not recorded on the tape)")
         lines.append(f"  {node}" + _attrs(label=_q(*label), shape="ellipse", peripheries=2,
                                            fillcolor=_q(_TARGET_FILL),
                                            style=None if recorded else '"filled,dashed"'))
-        p = records.producer.get(t._id)
+        p = records.producer.get(t.id)
         if p is not None:
             lines.append(f"  op{p[0]} -> {node}")
-        elif recorded or t._id in verdicts:
-            lines.append(f"  {leaf(t._id)} -> {node}")
+        elif recorded or t.id in verdicts:
+            lines.append(f"  {leaf(t.id)} -> {node}")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -585,3 +619,7 @@ def draw(tape, target, path, sources=None) -> pathlib.Path:
 
 __all__ = ["explain", "to_dot", "graph", "draw", "Graph", "Explanation", "SourceExplanation",
            "GraphvizNotFoundError", "INSTALL_HINT"]
+
+
+GradientTape.explain = explain
+GradientTape.to_dot = to_dot

@@ -1,13 +1,19 @@
-"""Built-in primitives, one module per op family; attaches Tensor's operators."""
+"""Built-in primitives, one module per op family; attaches Tensor's operators and gives the
+core its structural ops (:mod:`tapegrad._structural`).
+
+The main namespace's functions are re-exported here; ``nn`` (``tg.nn``), ``linalg_ext``
+(``tg.linalg``) and ``fft`` (``tg.fft``) are reached through their namespace modules.
+"""
 from __future__ import annotations
 
+from .._structural import provide as _provide
 from .._tensor import Tensor
-from . import creation, elementwise, indexing, linalg, manipulation, reductions
+from . import creation, elementwise, indexing, manipulation, products, reductions
 from . import dtypes, searching, sets, sorting, utility
 from .creation import *  # noqa: F403
 from .elementwise import *  # noqa: F403
 from .indexing import *  # noqa: F403
-from .linalg import *  # noqa: F403
+from .products import *  # noqa: F403
 from .manipulation import *  # noqa: F403
 from .reductions import *  # noqa: F403
 from .dtypes import *  # noqa: F403
@@ -17,8 +23,12 @@ from .sorting import *  # noqa: F403
 from .utility import *  # noqa: F403
 from ._operators import attach as _attach
 
-__all__ = [*creation.__all__, *elementwise.__all__, *indexing.__all__, *linalg.__all__,
+__all__ = [*creation.__all__, *elementwise.__all__, *indexing.__all__, *products.__all__,
            *manipulation.__all__, *reductions.__all__, *dtypes.__all__, *searching.__all__,
            *sets.__all__, *sorting.__all__, *utility.__all__]
 
 _attach(Tensor)
+_provide(add=elementwise.add, sum=reductions.sum, reshape=manipulation.reshape,
+         astype=elementwise.astype, stack=manipulation.stack, zeros=creation.zeros,
+         zeros_like=creation.zeros_like, ones_like=creation.ones_like,
+         identity=elementwise.positive)

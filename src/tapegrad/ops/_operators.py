@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from . import elementwise as ew
 from .indexing import getitem
-from .linalg import matmul
+from .products import matmul
 from .manipulation import matrix_transpose, to_device
 
 

@@ -35,7 +35,7 @@ from .._tensor import Tensor
 from .creation import asarray, ones_like, zeros_like
 from .elementwise import abs as _abs
 from .elementwise import astype, sign, where
-from .linalg import _sum_to, matmul
+from .products import _sum_to, matmul
 from .manipulation import _shape, concat, expand_dims, matrix_transpose, reshape
 from .reductions import _kept_shape
 from .reductions import max as _max

@@ -1,0 +1,333 @@
+"""Recording: the thread-local recording state, the ``Operation`` record, ``record``.
+
+A tape traces a set of tensor ids: the tensors it watched and the outputs of the ops it
+recorded. An op is recorded on a tape only if one of its inputs is traced by that tape; its
+floating outputs then become traced. A record keeps only what its gradient function reads
+(the op type's ``reads``, declared with ``RegisterGradient``): a tensor it does not keep is
+replaced by a :class:`Dropped` placeholder with the tensor's id, shape and dtype. Tensors never
+point back to records, so no reference cycle links them.
+
+The public, read-only face of a record is ``tapegrad._views.OperationView``.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import warnings
+
+from . import _backend
+from . import _tensor as _tensor_module
+from ._tensor import _SCALARS, Tensor, Variable, _raw
+from ._tensor import _ids as _tensor_ids
+from .errors import TapeLeakWarning
+
+READS = {"none": 0, "inputs": 1, "outputs": 2, "both": 3}  # what a gradient function reads
+
+
+class _State(threading.local):
+    def __init__(self):
+        # active tapes, innermost last, and observers (check-numerics); replaced, never mutated
+        self.tapes = list(_GLOBAL_OBSERVERS)
+        self.overrides = {}  # gradient_override_map: op type -> the op-type entry to use
+        self.reach = frozenset()  # ids connected to the sources of the running backward pass
+        self.backward_tape = None  # the tape whose gradient is being computed (debugging.log)
+        self.grad_op = None  # the op whose gradient function is running
+        self.raw_access = False  # did that gradient function read a traced tensor's array?
+
+
+_GLOBAL_OBSERVERS = []  # observers every new thread starts with
+_state = _State()
+_overriding = 0  # gradient_override_map blocks open in any thread (a cheap pre-check)
+
+
+def add_observer(observer) -> None:
+    """Let ``observer.observe(op_type, inputs, outputs)`` see every op, in every thread.
+
+    An observer (check-numerics) sees each op's forward and the ops of gradient computations
+    as they run; it records nothing. ``observer`` must have ``_observer = True``.
+    """
+    if observer not in _GLOBAL_OBSERVERS:
+        _GLOBAL_OBSERVERS.append(observer)
+    if observer not in _state.tapes:
+        _state.tapes = [observer, *_state.tapes]
+
+
+def remove_observer(observer) -> None:
+    """Stop ``observer`` (no error if it is not observing)."""
+    if observer in _GLOBAL_OBSERVERS:
+        _GLOBAL_OBSERVERS.remove(observer)
+    _state.tapes = [t for t in _state.tapes if t is not observer]
+
+
+def backward_state():
+    """``(tape, op)`` while a gradient is computed in this thread: the tape whose ``gradient``
+    runs and the :class:`Operation` whose gradient function runs (``None`` when between ops);
+    ``(None, None)`` outside a gradient computation."""
+    op = _state.grad_op
+    return _state.backward_tape, op
+
+
+def recording_tapes() -> tuple:
+    """The tapes recording in this thread, innermost last (observers excluded)."""
+    return tuple(t for t in _state.tapes if not t._observer)
+
+
+class Dropped:
+    """Stands in for a tensor that a record does not keep (its gradient does not read it).
+
+    Has the tensor's ``shape`` and backend ``dtype`` (``ndim``, ``size``), so gradient
+    functions may read those; using its value raises ``RuntimeError`` naming the op.
+    """
+
+    __slots__ = ("_id", "shape", "dtype", "_dropped_by")
+
+    @property
+    def _value(self):  # validation reads x._value.shape / .dtype of inputs and outputs
+        return self
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def numpy(self):
+        """Raises ``RuntimeError``: the record did not keep this tensor's value."""
+        od = self._dropped_by
+        raise RuntimeError(
+            f"the record of op type {od.type!r} does not keep this tensor (shape {self.shape}, "
+            f"dtype {self.dtype}): its gradient is declared with reads={od.reads_name!r}. If "
+            "the gradient function reads it, declare what it reads in "
+            f"tg.RegisterGradient({od.type!r}, reads=...)")
+
+    __array__ = numpy
+
+    def __repr__(self):
+        return f"<dropped tensor: shape={self.shape}, dtype={self.dtype}>"
+
+
+_new_object = object.__new__
+
+
+def _drop(values, opdef):
+    out = []
+    for t in values:
+        if isinstance(t, Tensor):
+            d = _new_object(Dropped)
+            d._id = t._id
+            v = t._value
+            d.shape = tuple(v.shape)
+            d.dtype = v.dtype
+            d._dropped_by = opdef
+            t = d
+        out.append(t)
+    return tuple(out)
+
+
+class Operation:
+    """The record of one executed op, as a gradient function receives it.
+
+    Attributes: ``type`` (op type name), ``inputs`` (tuple of Tensors or Python scalars),
+    ``outputs`` (tuple of Tensors), ``attrs`` (dict of keyword attributes). An input or output
+    that the op type's gradient does not read (``RegisterGradient(..., reads=...)``) is a
+    :class:`Dropped` placeholder with its shape and dtype only.
+    """
+
+    __slots__ = ("_opdef", "_gdef", "inputs", "outputs", "attrs", "_in_ids", "_out_ids",
+                 "_float_out")
+
+    @property
+    def type(self) -> str:
+        """The op type name."""
+        return self._opdef.type
+
+    @property
+    def needs_input_grad(self) -> tuple:
+        """One bool per input: does the running ``gradient`` call need this input's gradient?
+
+        A gradient function may skip the work for inputs marked False (return None for them):
+        constants, integer tensors, Python scalars and tensors not connected to the sources.
+        """
+        reach = _state.reach
+        ids = self._in_ids
+        if len(ids) == 2:
+            return ids[0] in reach, ids[1] in reach
+        return tuple([i in reach for i in ids])  # None is never in reach
+
+    @property
+    def name(self) -> str:
+        """A unique name: ``<type>_<id of first output>``."""
+        return f"{self.type}_{self._out_ids[0]}"
+
+    def get_attr(self, name):
+        """The keyword attribute ``name``; raises ``KeyError`` listing the op's attributes."""
+        try:
+            return self.attrs[name]
+        except KeyError:
+            raise KeyError(f"op {self.type!r} has no attribute {name!r}; it has "
+                           f"{sorted(self.attrs)}") from None
+
+    def __repr__(self):
+        return f"<Operation {self.type} inputs={len(self.inputs)} outputs={len(self.outputs)}>"
+
+
+def _floating(value) -> bool:
+    kind = getattr(value.dtype, "kind", None)
+    return kind in "fc" if kind is not None else _backend.is_floating(value.dtype)
+
+
+def record(opdef, args, attrs, out):
+    """Wrap ``out`` in Tensors and record the op on every active tape that traces an input.
+
+    ``opdef`` is the op's registry entry (``type``, ``grad``, ``differentiable``, ``reads``,
+    ``param_name``); ``args`` the op's positional inputs, ``out`` a backend array or a tuple
+    of them. Returns the output Tensor(s).
+    """
+    if type(out) is tuple:
+        outs = tuple(_wrap(o) for o in out)
+        record_outputs(opdef, args, attrs, outs)
+        return outs
+    t = _new_object(Tensor)  # _wrap(out), inlined
+    t._value = out
+    t._id = next(_tensor_ids)
+    tapes = _state.tapes
+    if len(tapes) == 1 and not tapes[0]._observer:
+        tape = tapes[0]  # the common case, inlined: one tape, no Variable among the inputs
+        watched = tape._watched
+        traced = False
+        for a in args:
+            if type(a) is Tensor:
+                if a._id in watched:
+                    traced = True
+            elif isinstance(a, Variable):
+                record_outputs(opdef, args, attrs, (t,))
+                return t
+        if not traced:
+            return t
+        op = _new_record(opdef, args, attrs, (t,))
+        tape._ops.append(op)
+        watched.update(op._float_out)
+        return t
+    record_outputs(opdef, args, attrs, (t,))
+    return t
+
+
+def _wrap(value):
+    t = _new_object(Tensor)
+    t._value = value
+    t._id = next(_tensor_ids)
+    return t
+
+
+def record_outputs(opdef, args, attrs, outs):
+    """Record an op whose output Tensors already exist (used by ``custom_gradient``)."""
+    op = None
+    for tape in _state.tapes:
+        if tape._observer:
+            tape.observe(opdef.type, args, outs)
+            continue
+        watched = tape._watched
+        traced = False
+        for a in args:
+            if isinstance(a, Tensor):
+                if tape._watch_vars and isinstance(a, Variable) and a.trainable:
+                    tape._note_variable(a)
+                if a._id in watched:
+                    traced = True
+        if not traced:
+            continue
+        if op is None:
+            op = _new_record(opdef, args, attrs, outs)
+        tape._ops.append(op)  # ops without floating outputs too: tape.explain shows them
+        watched.update(op._float_out)
+
+
+def _as_input(a):
+    if isinstance(a, Tensor):
+        return a._snapshot() if isinstance(a, Variable) else a
+    if isinstance(a, _SCALARS) or a is None:
+        return a
+    return Tensor(_raw(a))  # a backend array: a constant to every tape
+
+
+def _new_record(opdef, args, attrs, outs):
+    op = _new_object(Operation)
+    op._opdef = opdef
+    gdef = op._gdef = _state.overrides.get(opdef.type, opdef) if _overriding else opdef
+    in_ids = []  # ids of tensor inputs (None for scalars); only floating ones are ever traced
+    for a in args:
+        if type(a) is Tensor:
+            in_ids.append(a._id)
+        elif type(a) in _SCALAR_TYPES or a is None:
+            in_ids.append(None)
+        else:  # Variables are snapshotted, backend arrays wrapped
+            args = tuple([_as_input(a) for a in args])
+            in_ids = [a._id if isinstance(a, Tensor) else None for a in args]
+            break
+    reads = gdef.reads
+    op.inputs = args if reads & 1 else _drop(args, gdef)
+    op._in_ids = tuple(in_ids)
+    op.attrs = attrs
+    if len(outs) == 1:
+        o = outs[0]
+        op._out_ids = ids = (o._id,)
+        kind = getattr(o._value.dtype, "kind", None)  # _floating, inlined for NumPy dtypes
+        fl = kind in "fc" if kind is not None else _floating(o._value)
+        op._float_out = ids if fl else ()
+    else:
+        op._out_ids = tuple([o._id for o in outs])
+        op._float_out = tuple([o._id for o in outs if _floating(o._value)])
+    op.outputs = outs if reads & 2 else _drop(outs, gdef)
+    return op
+
+
+_SCALAR_TYPES = frozenset(_SCALARS)
+
+
+# --- raw-array reads and conversions of traced tensors ---------------------------------------
+def _traced(t) -> bool:
+    return any(not tape._observer and t._id in tape._watched for tape in _state.tapes)
+
+
+def _note_raw_access(t):
+    """Called by ``Tensor.numpy()``: inside a gradient function, reading a traced tensor's
+    array makes the gradient once-differentiable."""
+    if _state.grad_op is not None and not _state.raw_access and _traced(t):
+        _state.raw_access = True
+
+
+_LIBRARY_DIRS = tuple(p for p in {
+    __file__.rsplit("/", 2)[0], getattr(sys.modules.get("numpy"), "__path__", [""])[0]} if p)
+
+
+def _note_conversion(t):
+    """Called by ``Tensor.__array__``: a tensor that a recording tape traces is leaving for
+    NumPy, where no tape sees it. Warn once per call site (outside tapegrad and NumPy) and
+    note the site on the tapes, for ``tape.explain``."""
+    if _state.grad_op is not None or not _traced(t):
+        return
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_LIBRARY_DIRS):
+        frame, level = frame.f_back, level + 1
+    site = (f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None
+            else "an unknown place")
+    for tape in recording_tapes():
+        if t._id in tape._watched:
+            tape._conversions.setdefault(t._id, site)
+    warnings.warn(
+        f"a Tensor of shape {t.shape} that a recording GradientTape traces was converted to a "
+        f"NumPy array at {site}; what is computed from that array carries no gradient (a "
+        "library that computes with NumPy leaves the tape there). Use tapegrad functions "
+        "(an Array API namespace) for a differentiable result, or convert with t.numpy() if "
+        "you mean to leave the tape", TapeLeakWarning, stacklevel=level + 1)
+
+
+_tensor_module._raw_access_hook = _note_raw_access
+_tensor_module._conversion_hook = _note_conversion

@@ -1,0 +1,63 @@
+"""The few differentiable ops the core needs, handed to it by ``tapegrad.ops`` at import.
+
+The core (tensors, records, validation, the tape) never imports ``tapegrad.ops``: that would
+make the layers a circle. Yet the reverse pass computes with ops: it adds the gradients that
+reach one tensor from several uses, sums an output-shaped gradient back to a broadcast input's
+shape, casts a gradient back to its input's dtype, and builds Jacobians and zero gradients.
+Those ops are the attributes of :data:`ops` below; ``tapegrad/ops/__init__.py`` fills them in
+with :func:`provide` when it is imported, and ``tapegrad/__init__.py`` adds the namespace
+itself (``Tensor.__array_namespace__`` returns it). Every name must be provided once.
+
+=================  ===========================================================================
+name               signature and meaning (all are tapegrad ops: their results are recorded)
+=================  ===========================================================================
+``add``            ``add(x1, x2) -> Tensor``: gradient accumulation
+``sum``            ``sum(x, axis=tuple) -> Tensor``: un-broadcasting a gradient
+``reshape``        ``reshape(x, shape) -> Tensor``: un-broadcasting, Jacobian layout
+``astype``         ``astype(x, dtype) -> Tensor``: undoing type promotion
+``stack``          ``stack(list_of_tensors) -> Tensor``: Jacobian rows
+``zeros``          ``zeros(shape, dtype=) -> Tensor``: ``UnconnectedGradients.ZERO``
+``zeros_like``     ``zeros_like(x) -> Tensor``: missing cotangents of multi-output ops
+``ones_like``      ``ones_like(x) -> Tensor``: the default output gradient
+``identity``       ``identity(x) -> Tensor``: ``Variable.read_value`` (a recorded snapshot)
+``namespace``      the module ``tapegrad`` (the Array API namespace of a Tensor)
+=================  ===========================================================================
+"""
+from __future__ import annotations
+
+_NAMES = ("add", "sum", "reshape", "astype", "stack", "zeros", "zeros_like", "ones_like",
+          "identity", "namespace")
+
+
+class _Missing:
+    """Stands in for an op that was not provided yet: calling it says what went wrong."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(f"tapegrad's core needs the op {self.name!r}, which tapegrad.ops "
+                           "provides when it is imported; import tapegrad, not its private "
+                           "modules alone")
+
+
+class StructuralOps:
+    """The ops the core uses, as attributes (see the module docstring for the list)."""
+
+    __slots__ = _NAMES
+
+    def __init__(self):
+        for name in _NAMES:
+            setattr(self, name, _Missing(name))
+
+
+ops = StructuralOps()
+
+
+def provide(**fns) -> None:
+    """Give the core its structural ops, by name; raises ``TypeError`` for an unknown name."""
+    for name, fn in fns.items():
+        if name not in _NAMES:
+            raise TypeError(f"provide: {name!r} is not a structural op of the core; the names "
+                            f"are {', '.join(_NAMES)}")
+        setattr(ops, name, fn)

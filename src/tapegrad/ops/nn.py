@@ -1,0 +1,398 @@
+"""Neural-network functions with TensorFlow's names and semantics (``tf.nn``).
+
+Each function is one primitive op named as TensorFlow's op type (``"Relu"``, ``"Softmax"``, ...):
+its forward runs on backend arrays through the Array API, its gradient is written with
+tapegrad ops (so every gradient is differentiable again) and stands next to it. Forwards are
+numerically stable for inputs of any magnitude: softmax and log-softmax subtract the row
+maximum, sigmoid and the cross-entropies only ever exponentiate ``-|x|``.
+
+The ``name`` argument of each function is accepted for TensorFlow compatibility and ignored.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as _np
+
+from .. import _backend
+from .._backend import namespace as _ns
+from .._registry import Arg, RegisterGradient, Sample, primitive
+from .._tensor import Tensor
+from .elementwise import exp, tanh, where
+from .manipulation import reshape
+from .reductions import sum as _sum
+
+__all__ = ["relu", "leaky_relu", "elu", "sigmoid", "softplus", "gelu", "softmax", "log_softmax",
+           "sparse_softmax_cross_entropy_with_logits", "sigmoid_cross_entropy_with_logits"]
+
+_UNARY = [Sample((3, 4)), Sample(()), Sample((0, 3)), Sample((1,))]
+
+
+# --- erf kernel (the Array API standard has no erf) ----------------------------------------------
+def _numpy_erf(x):
+    try:
+        from scipy.special import erf
+    except ImportError:  # pragma: no cover - scipy is optional
+        x = _np.asarray(x)
+        return _np.vectorize(math.erf, otypes=[x.dtype])(x)
+    return erf(x)
+
+
+try:
+    _backend.kernel(_np, "erf")
+except NotImplementedError:
+    _backend.register_kernel("numpy", "erf", _numpy_erf)
+
+
+# --- relu, leaky_relu, elu -----------------------------------------------------------------------
+@primitive("Relu", samples=_UNARY)
+def _relu(features):
+    return _ns(features).maximum(features, 0)
+
+
+@RegisterGradient("Relu")
+def _relu_grad(op, dy):
+    return _relu_backprop(dy, op.outputs[0])
+
+
+@primitive("ReluGrad", samples=[Sample((3, 4), Arg((3, 4), (0.1, 1.0))),
+                                Sample((3, 4), Arg((3, 4), (-1.0, 1.0)))])
+def _relu_backprop(dy, y):
+    # TF ReluGrad: dy where y > 0, else 0 (subgradient 0 at the kink); one fused kernel
+    xp = _ns(dy, y)
+    return dy * xp.astype(y > 0, dy.dtype)
+
+
+@RegisterGradient("ReluGrad")
+def _relu_backprop_grad(op, ddx):
+    # linear in dy with a piecewise-constant mask: d/d(dy) = the same mask, d/dy = 0
+    return _relu_backprop(ddx, op.inputs[1]), None
+
+
+def relu(features, name=None):
+    """Rectified linear unit ``max(features, 0)``, elementwise.
+
+    features: any shape, real dtype. Result: same shape and dtype.
+    Gradient: ``dy`` where ``features > 0``, else 0 (TensorFlow's ReluGrad; 0 at the kink).
+    """
+    return _relu(features)
+
+
+@primitive("LeakyRelu", samples=[*_UNARY, Sample((3, 4), alpha=0.1)])
+def _leaky_relu(features, *, alpha=0.2):
+    return _ns(features).where(features > 0, features, alpha * features)
+
+
+@RegisterGradient("LeakyRelu")
+def _leaky_relu_grad(op, dy):
+    # TF LeakyReluGrad: dy where x > 0, else alpha * dy
+    return where(op.inputs[0] > 0, dy, dy * op.attrs.get("alpha", 0.2))
+
+
+def leaky_relu(features, alpha=0.2, name=None):
+    """Leaky ReLU: ``features`` where positive, else ``alpha * features`` (elementwise).
+
+    features: any shape, floating dtype; alpha: Python float. Result: same shape and dtype.
+    Gradient: ``dy`` where ``features > 0``, else ``alpha * dy`` (TensorFlow's LeakyReluGrad).
+    """
+    return _leaky_relu(features, alpha=alpha)
+
+
+@primitive("Elu", samples=_UNARY)
+def _elu(features):
+    xp = _ns(features)
+    return xp.where(features > 0, features, xp.expm1(xp.minimum(features, 0)))
+
+
+@RegisterGradient("Elu")
+def _elu_grad(op, dy):
+    # d/dx (e^x - 1) = e^x = y + 1 for x <= 0 (TF EluGrad)
+    y = op.outputs[0]
+    return where(op.inputs[0] > 0, dy, dy * (y + 1.0))
+
+
+def elu(features, name=None):
+    """Exponential linear unit: ``features`` where positive, else ``exp(features) - 1``.
+
+    features: any shape, floating dtype. Result: same shape and dtype.
+    Gradient: ``dy`` where ``features > 0``, else ``dy * (y + 1)`` (TensorFlow's EluGrad).
+    """
+    return _elu(features)
+
+
+# --- sigmoid, softplus ---------------------------------------------------------------------------
+@primitive("Sigmoid", samples=_UNARY)
+def _sigmoid(x):
+    xp = _ns(x)
+    e = xp.exp(-xp.abs(x))  # never overflows
+    r = 1.0 / (1.0 + e)
+    return xp.where(x >= 0, r, e * r)
+
+
+@RegisterGradient("Sigmoid")
+def _sigmoid_grad(op, dy):
+    # sigma' = sigma (1 - sigma) (TF SigmoidGrad)
+    y = op.outputs[0]
+    return dy * (y * (1.0 - y))
+
+
+def sigmoid(x, name=None):
+    """Logistic function ``1 / (1 + exp(-x))``, elementwise, stable for any magnitude of ``x``.
+
+    x: any shape, floating dtype. Result: same shape and dtype, in [0, 1].
+    Gradient: ``dy * y * (1 - y)`` (TensorFlow's SigmoidGrad).
+    """
+    return _sigmoid(x)
+
+
+@primitive("Softplus", samples=_UNARY)
+def _softplus(features):
+    return _ns(features).logaddexp(features, 0.0)
+
+
+@RegisterGradient("Softplus")
+def _softplus_grad(op, dy):
+    # d/dx log(1 + e^x) = sigmoid(x) (TF SoftplusGrad)
+    return dy * _sigmoid(op.inputs[0])
+
+
+def softplus(features, name=None):
+    """``log(1 + exp(features))``, elementwise, computed as ``logaddexp(features, 0)`` (stable).
+
+    features: any shape, floating dtype. Result: same shape and dtype.
+    Gradient: ``dy * sigmoid(features)`` (TensorFlow's SoftplusGrad).
+    """
+    return _softplus(features)
+
+
+# --- gelu ----------------------------------------------------------------------------------------
+_SQRT_HALF = math.sqrt(0.5)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_C = math.sqrt(2.0 / math.pi)
+_K = 0.044715
+
+
+@primitive("Gelu", samples=[*_UNARY, Sample((3, 4), approximate=True),
+                            Sample((), approximate=True)])
+def _gelu(features, *, approximate=False):
+    xp = _ns(features)
+    if approximate:
+        return 0.5 * features * (1.0 + xp.tanh(_C * (features + _K * features ** 3)))
+    return 0.5 * features * (1.0 + _backend.kernel(xp, "erf")(features * _SQRT_HALF))
+
+
+@RegisterGradient("Gelu")
+def _gelu_grad(op, dy):
+    return _gelu_grad_op(dy, op.inputs[0], approximate=op.attrs.get("approximate", False))
+
+
+@primitive("GeluGrad", samples=[Sample((3, 4), (3, 4)), Sample((3, 4), (4,)), Sample((), ()),
+                                Sample((0, 2), (2,)), Sample((1,), (1,)),
+                                Sample((3, 4), (3, 4), approximate=True),
+                                Sample((2, 3), (3,), approximate=True)])
+def _gelu_grad_op(dy, features, *, approximate=False):
+    # dy * gelu'(x). Exact: gelu' = Phi(x) + x phi(x) (Hendrycks & Gimpel 2016).
+    # Tanh form, u = c (x + k x^3), t = tanh(u): gelu' = (1 + t) / 2 + x (1 - t^2) u' / 2.
+    xp = _ns(features)
+    x = features
+    if approximate:
+        t = xp.tanh(_C * (x + _K * x ** 3))
+        d = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * (_C * (1.0 + 3.0 * _K * x * x))
+    else:
+        cdf = 0.5 * (1.0 + _backend.kernel(xp, "erf")(x * _SQRT_HALF))
+        d = cdf + x * (_INV_SQRT_2PI * xp.exp(-0.5 * x * x))
+    return dy * d
+
+
+@RegisterGradient("GeluGrad")
+def _gelu_grad_grad(op, ddy):
+    # d/d(dy) = gelu'(x), itself a GeluGrad; d/dx = ddy * dy * gelu''(x) with exact
+    # gelu'' = phi(x) (2 - x^2); tanh form gelu'' = s u' + x s (u'' - 2 t u'^2) / 2, s = 1 - t^2
+    dy, x = op.inputs
+    approximate = op.attrs.get("approximate", False)
+    if approximate:
+        t = tanh(_C * (x + _K * x * x * x))
+        s = 1.0 - t * t
+        u1 = _C * (1.0 + 3.0 * _K * x * x)
+        u2 = (6.0 * _C * _K) * x
+        d2 = s * u1 + 0.5 * x * s * (u2 - 2.0 * t * u1 * u1)
+    else:
+        d2 = _INV_SQRT_2PI * exp(-0.5 * x * x) * (2.0 - x * x)
+    return _gelu_grad_op(ddy, x, approximate=approximate), ddy * dy * d2
+
+
+def gelu(features, approximate=False, name=None):
+    """Gaussian error linear unit ``x * Phi(x)`` (Hendrycks & Gimpel 2016), elementwise.
+
+    features: any shape, floating dtype. ``approximate=False`` uses ``erf`` (a per-backend
+    kernel; NumPy: scipy.special.erf, else math.erf vectorized); ``approximate=True`` uses
+    ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``. Result: same shape and dtype.
+    Gradient: ``dy * (Phi(x) + x phi(x))`` (resp. the derivative of the tanh form), itself the
+    op ``GeluGrad`` with a registered gradient, so gelu is differentiable to any order.
+    Raises ``NotImplementedError`` for exact gelu on a backend with no ``erf`` kernel.
+    """
+    return _gelu(features, approximate=bool(approximate))
+
+
+# --- softmax, log_softmax ------------------------------------------------------------------------
+_SOFTMAX = [Sample((3, 4)), Sample((2, 3, 4), axis=1), Sample((1,)), Sample((0, 3)),
+            Sample((1, 1), axis=0), Sample((5,), domain=(-5.0, 5.0))]
+
+
+@primitive("Softmax", samples=_SOFTMAX)
+def _softmax(logits, *, axis=-1):
+    xp = _ns(logits)
+    e = xp.exp(logits - xp.max(logits, axis=axis, keepdims=True))
+    return e / xp.sum(e, axis=axis, keepdims=True)
+
+
+@RegisterGradient("Softmax")
+def _softmax_grad(op, dy):
+    # Jacobian-vector product of softmax: y * (dy - sum(dy * y)) (Bridle 1990; TF SoftmaxGrad)
+    y = op.outputs[0]
+    return y * (dy - _sum(dy * y, axis=op.attrs.get("axis", -1), keepdims=True))
+
+
+def softmax(logits, axis=-1, name=None):
+    """``exp(logits) / sum(exp(logits), axis)``, computed after subtracting the max (stable).
+
+    logits: floating, at least 1-d; axis: int (``None`` means -1, as in TensorFlow). Result:
+    same shape and dtype. Raises ``numpy.exceptions.AxisError`` (a ``ValueError``) for a bad axis.
+    Gradient: ``y * (dy - sum(dy * y, axis))``, the softmax Jacobian ``diag(y) - y y^T``
+    applied to ``dy`` (Bridle 1990; TensorFlow's SoftmaxGrad).
+    """
+    return _softmax(logits, axis=-1 if axis is None else axis)
+
+
+@primitive("LogSoftmax", samples=_SOFTMAX)
+def _log_softmax(logits, *, axis=-1):
+    xp = _ns(logits)
+    s = logits - xp.max(logits, axis=axis, keepdims=True)
+    return s - xp.log(xp.sum(xp.exp(s), axis=axis, keepdims=True))
+
+
+@RegisterGradient("LogSoftmax")
+def _log_softmax_grad(op, dy):
+    # d/dx (x - logsumexp x) applied to dy: dy - softmax * sum(dy), softmax = exp(y) (as TF)
+    y = op.outputs[0]
+    return dy - exp(y) * _sum(dy, axis=op.attrs.get("axis", -1), keepdims=True)
+
+
+def log_softmax(logits, axis=-1, name=None):
+    """``logits - log(sum(exp(logits), axis))``, computed after subtracting the max (stable).
+
+    logits: floating, at least 1-d; axis: int (``None`` means -1). Result: same shape and dtype.
+    Gradient: ``dy - exp(y) * sum(dy, axis)`` (the Jacobian ``I - 1 softmax^T`` applied to
+    ``dy``; TensorFlow's LogSoftmax gradient).
+    """
+    return _log_softmax(logits, axis=-1 if axis is None else axis)
+
+
+# --- cross-entropies -----------------------------------------------------------------------------
+_WHO = "sparse_softmax_cross_entropy_with_logits"
+
+
+def _is(array, kinds, category):
+    kind = getattr(array.dtype, "kind", None)  # NumPy/CuPy dtypes: a cheap check; others: isdtype
+    return kind in kinds if kind is not None else _ns(array).isdtype(array.dtype, category)
+
+
+def _check_labels(xp, labels, logits):
+    if not _is(logits, "f", "real floating"):
+        raise TypeError(f"{_WHO}: logits must have a real floating dtype, got {logits.dtype}; "
+                        "cast them with tg.astype(logits, tg.float32)")
+    if logits.ndim == 0:
+        raise ValueError(f"{_WHO}: logits must have at least 1 dimension (the last axis indexes "
+                         "classes), got a 0-d tensor")
+    if not _is(labels, "iu", "integral"):
+        raise TypeError(f"{_WHO}: labels must be integer class indices, got dtype {labels.dtype}; "
+                        "cast them with tg.astype(labels, tg.int64) (for one-hot or probability "
+                        "labels, use -sum(labels * log_softmax(logits), axis=-1))")
+    if tuple(labels.shape) != tuple(logits.shape[:-1]):
+        raise ValueError(f"{_WHO}: labels of shape {tuple(labels.shape)} must have the shape of "
+                         f"logits without its last axis; logits have shape {tuple(logits.shape)}, "
+                         f"so labels need shape {tuple(logits.shape[:-1])}")
+    n = logits.shape[-1]
+    if labels.size:
+        lo, hi = int(xp.min(labels)), int(xp.max(labels))
+        if lo < 0 or hi >= n:
+            bad = lo if lo < 0 else hi
+            raise ValueError(f"{_WHO}: received a label value of {bad} which is outside the valid "
+                             f"range of [0, {n}) for logits with {n} classes; labels must be "
+                             "class indices")
+
+
+def _index_array(xp, labels):
+    labels = labels._value if isinstance(labels, Tensor) else labels
+    return labels if hasattr(labels, "dtype") and hasattr(labels, "shape") else xp.asarray(labels)
+
+
+@primitive("SparseSoftmaxCrossEntropyWithLogits", samples=[
+    Sample(_np.asarray([0, 3, 1]), (3, 4)), Sample(_np.asarray(2), (5,)),
+    Sample(_np.asarray([[0, 1], [2, 0]]), (2, 2, 3)), Sample(_np.zeros((0,), dtype=int), (0, 3)),
+    Sample(_np.asarray([0]), (1, 1)),
+])
+def _sparse_softmax_ce(labels, logits):
+    xp = _ns(logits)
+    labels = _index_array(xp, labels)
+    _check_labels(xp, labels, logits)
+    s = logits - xp.max(logits, axis=-1, keepdims=True)
+    picked = xp.take_along_axis(s, labels[..., None], axis=-1)[..., 0]
+    return xp.log(xp.sum(xp.exp(s), axis=-1)) - picked
+
+
+@RegisterGradient("SparseSoftmaxCrossEntropyWithLogits")
+def _sparse_softmax_ce_grad(op, dy):
+    # d loss / d logits = softmax(logits) - onehot(labels) (TF SparseSoftmaxXent backprop)
+    labels, logits = op.inputs
+    xp = _ns(logits._value)
+    idx = _index_array(xp, labels)
+    onehot = xp.astype(idx[..., None] == xp.arange(logits.shape[-1]), logits._value.dtype)
+    return None, reshape(dy, dy.shape + (1,)) * (_softmax(logits, axis=-1) - Tensor(onehot))
+
+
+def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):
+    """Per-example softmax cross-entropy ``-log_softmax(logits)[..., labels]``.
+
+    labels: integer class indices of shape ``B`` (any batch shape), each in ``[0, C)``;
+    logits: floating, shape ``B + (C,)``. Result: losses of shape ``B``, logits' dtype. Stable
+    for logits of any magnitude. Raises ``TypeError`` for non-integer labels or non-floating
+    logits, ``ValueError`` for 0-d logits, a shape mismatch or a label outside ``[0, C)``.
+    Gradient wrt logits: ``dy[..., None] * (softmax(logits) - onehot(labels))`` (TensorFlow's
+    SparseSoftmaxCrossEntropyWithLogits backprop); labels get no gradient.
+    """
+    return _sparse_softmax_ce(labels, logits)
+
+
+_rng = _np.random.default_rng(1)
+
+
+@primitive("SigmoidCrossEntropyWithLogits", samples=[
+    Sample(_rng.uniform(0.05, 0.95, (3, 4)), (3, 4)), Sample(_np.asarray(0.3), ()),
+    Sample(_np.zeros((0, 2)), (0, 2)), Sample(_np.asarray([1.0]), (1,), domain=(-6.0, 6.0)),
+])
+def _sigmoid_ce(labels, logits):
+    xp = _ns(logits)
+    if getattr(labels, "shape", ()) != getattr(logits, "shape", ()):
+        raise ValueError(f"sigmoid_cross_entropy_with_logits: logits and labels must have the "
+                         f"same shape, got logits {tuple(getattr(logits, 'shape', ()))} and "
+                         f"labels {tuple(getattr(labels, 'shape', ()))}")
+    return xp.maximum(logits, 0) - logits * labels + xp.log1p(xp.exp(-xp.abs(logits)))
+
+
+@RegisterGradient("SigmoidCrossEntropyWithLogits")
+def _sigmoid_ce_grad(op, dy):
+    # differentiating TF's formula (smooth everywhere): d/dx = sigmoid(x) - z, d/dz = -x
+    labels, logits = op.inputs
+    return -(dy * logits), dy * (_sigmoid(logits) - labels)
+
+
+def sigmoid_cross_entropy_with_logits(labels, logits, name=None):
+    """Elementwise logistic loss ``-z log(sigmoid(x)) - (1 - z) log(1 - sigmoid(x))``.
+
+    labels ``z`` and logits ``x``: same shape, floating dtype (labels usually in [0, 1]).
+    Computed as ``max(x, 0) - x z + log(1 + exp(-|x|))`` (TensorFlow's formula, stable for any
+    magnitude). Result: same shape. Raises ``ValueError`` if the shapes differ.
+    Gradient: ``dy * (sigmoid(x) - z)`` wrt logits, ``-dy * x`` wrt labels.
+    """
+    return _sigmoid_ce(labels, logits)
