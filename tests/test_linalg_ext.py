@@ -1,5 +1,5 @@
 """tg.linalg (Array API linalg extension): values against NumPy and array-api-strict,
-gradients to second order, lower-triangle semantics, degeneracies, complex inputs, errors."""
+gradients to second order, symmetric gradients, degeneracies, complex inputs, errors."""
 from __future__ import annotations
 
 import inspect
@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import tapegrad as tg
+from gradhelpers import tape_grads
 from tapegrad._backend import namespace
 
 LA = tg.linalg
@@ -30,6 +31,10 @@ def _spd(*shape):
     """A stack of well-conditioned symmetric positive-definite matrices."""
     a = RNG.normal(size=shape)
     return a @ np.swapaxes(a, -1, -2) + shape[-1] * np.eye(shape[-1])
+
+
+def _sym(a):
+    return (a + np.swapaxes(a, -1, -2)) / 2
 
 
 def _grad(f, x):
@@ -282,38 +287,77 @@ def test_array_api_strict_gradients_match_numpy():
 @pytest.mark.parametrize("shape", [(2, 2), (4, 4), (2, 3, 3)])
 @pytest.mark.parametrize("upper", [False, True])
 def test_cholesky_gradients(shape, upper):
-    # the registry samples are 1x1 (a random matrix is not SPD); here a random, non-symmetric
-    # perturbation of an SPD matrix, so every entry of the input is checked
+    # the registry samples are 1x1 (a random matrix is not SPD); here a random symmetric
+    # perturbation sym(d) of an SPD matrix, so every entry of d is checked (the gradients are
+    # symmetric: finite differences must move along symmetric directions)
     base = _spd(*shape)
-    tg.test.check_gradients(lambda d: LA.cholesky(_like(d, base) + d, upper=upper),
-                            [RNG.uniform(-0.3, 0.3, size=shape)], order=2)
-
-
-def test_cholesky_gradient_reads_the_lower_triangle():
-    a = _spd(3, 3)
-    w = _normal(3, 3)
-    g = _grad(lambda x: tg.sum(LA.cholesky(x) * w), a)
-    assert np.all(np.triu(g, 1) == 0.0)
-    gu = _grad(lambda x: tg.sum(LA.cholesky(x, upper=True) * w.T), a)
-    np.testing.assert_allclose(gu, g, rtol=1e-12)
+    tg.test.check_gradients(
+        lambda d: LA.cholesky(_like(d, base) + (d + tg.matrix_transpose(d)) / 2.0, upper=upper),
+        [RNG.uniform(-0.3, 0.3, size=shape)], order=2)
 
 
 @pytest.mark.parametrize("shape", [(4, 4), (2, 3, 3)])
 def test_eigh_gradients_on_symmetric_input(shape):
     a = _normal(*shape)
     tg.test.check_gradients(lambda x: LA.eigh((x + tg.matrix_transpose(x)) / 2.0), [a], order=2)
-    tg.test.check_gradients(lambda x: LA.eigvalsh(x), [a], order=2)
+    tg.test.check_gradients(lambda x: LA.eigvalsh((x + tg.matrix_transpose(x)) / 2.0), [a],
+                            order=2)
+
+
+# losses of a symmetric input x with fixed weights w of x's shape; the eigenvector loss is
+# invariant under the sign of each eigenvector
+SYMMETRIC_LOSSES = {
+    "cholesky": lambda x, w: tg.sum(LA.cholesky(x) * w),
+    "cholesky-upper": lambda x, w: tg.sum(LA.cholesky(x, upper=True) * w),
+    "eigh-eigenvalues": lambda x, w: tg.sum(LA.eigh(x).eigenvalues * w[..., 0, :]),
+    "eigh-eigenvectors": lambda x, w: tg.sum(LA.eigh(x).eigenvectors ** 2 * w),
+    "eigvalsh": lambda x, w: tg.sum(LA.eigvalsh(x) * w[..., 0, :]),
+}
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (2, 4, 4)])
+@pytest.mark.parametrize("name", SYMMETRIC_LOSSES)
+def test_symmetric_gradients_match_differences_along_symmetric_directions(name, shape):
+    # the gradient G is the symmetric one (as in PyTorch and JAX): G == G^T, and <G, S> is the
+    # central difference of the loss along every random symmetric direction S
+    a, w = _spd(*shape), _normal(*shape)
+
+    def f(x):
+        return SYMMETRIC_LOSSES[name](x, w)
+
+    (g,) = tape_grads(f, a)
+    assert g.dtype == np.float64  # real
+    upper = np.triu_indices(shape[-1], 1)
+    assert np.all(g[..., upper[0], upper[1]] != 0.0)  # not the lower-triangular gradient
+    np.testing.assert_allclose(g, np.swapaxes(g, -1, -2), rtol=0, atol=1e-12)
+    eps = 1e-6
+    for _ in range(3):
+        s = _sym(_normal(*shape))
+        fd = (float(f(tg.constant(a + eps * s))) - float(f(tg.constant(a - eps * s)))) / (2 * eps)
+        np.testing.assert_allclose(np.sum(g * s), fd, rtol=1e-6, atol=1e-9)
+
+
+def test_cholesky_gradient_by_hand():
+    # sym(L^-T Phi(L^T W) L^-1) (Murray 2016; PyTorch's cholesky_backward), Phi: the lower
+    # triangle with the diagonal halved; U = L^T with weights W^T gives the same gradient
+    a, w = _spd(3, 3), _normal(3, 3)
+    low = np.linalg.cholesky(a)
+    li = np.linalg.inv(low)
+    p = np.tril(low.T @ w) - np.diag(np.diag(low.T @ w)) / 2
+    want = _sym(li.T @ p @ li)
+    np.testing.assert_allclose(_grad(lambda x: tg.sum(LA.cholesky(x) * w), a), want,
+                               rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(_grad(lambda x: tg.sum(LA.cholesky(x, upper=True) * w.T), a),
+                               want, rtol=1e-10, atol=1e-12)
 
 
 def test_eigvalsh_gradient_by_hand():
-    # d(sum c_i w_i) = V diag(c) V^T for symmetric perturbations, read through the lower
-    # triangle: G_ii on the diagonal, 2 G_ij below, 0 above
+    # d(sum c_i w_i) = V diag(c) V^T (Giles 2008), a symmetric matrix
     a = _spd(4, 4)
     c = _normal(4)
     _, v = np.linalg.eigh(a)
-    gsym = (v * c) @ v.T
     g = _grad(lambda x: tg.sum(LA.eigvalsh(x) * c), a)
-    np.testing.assert_allclose(g, np.tril(2 * gsym, -1) + np.diag(np.diag(gsym)), atol=1e-12)
+    np.testing.assert_allclose(g, (v * c) @ v.T, atol=1e-12)
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # inf / NaN are the point here

@@ -9,12 +9,16 @@ ops, so gradients of any order exist. Conventions shared by the gradients:
   ``NotImplementedError`` (forward values of complex inputs are supported). ``trace`` and
   ``diagonal`` are the exception: their gradients are real-coefficient linear maps, exact for
   complex inputs too.
-- ``eigh``, ``eigvalsh`` and ``cholesky`` read only the **lower triangle** of their input, as
-  LAPACK's default (``UPLO='L'``) does in NumPy, array-api-strict, CuPy and PyTorch
-  (``cholesky(x, upper=True)`` is computed as the transpose of the lower factor, so it reads
-  the lower triangle too). Their gradients are therefore lower triangular: with ``G`` the
-  gradient for symmetric perturbations, the input receives ``G_ii`` on the diagonal and
-  ``G_ij + G_ji`` below it. For a symmetric parametrisation use e.g. ``eigh((a + a.mT) / 2)``.
+- ``eigh``, ``eigvalsh`` and ``cholesky`` take a symmetric input and read only its lower
+  triangle, as LAPACK's default (``UPLO='L'``) does in NumPy, array-api-strict, CuPy and
+  PyTorch (``cholesky(x, upper=True)`` is computed as the transpose of the lower factor, so it
+  reads the lower triangle too). Their gradients are the **symmetric** ones,
+  ``(G + G^T) / 2`` with ``G`` a gradient for symmetric perturbations, as PyTorch and JAX
+  return (TensorFlow too for ``cholesky``): ``<grad, S>`` is the derivative along every
+  symmetric direction ``S``, and a gradient step keeps a symmetric matrix symmetric. Along a
+  non-symmetric direction it is not the derivative (the forward sees only the lower triangle
+  move); to differentiate that lower-triangle read itself use e.g.
+  ``eigh(tril(a) + matrix_transpose(tril(a, k=-1)))``.
 - Spectral gradients (``eigh`` eigenvectors, ``svd`` singular vectors, ``matrix_norm`` 2/-2)
   assume distinct eigenvalues / singular values; at (numerically) repeated ones the
   gradient contains inf or NaN (PyTorch does the same). The gradients of ``eigvalsh``,
@@ -132,15 +136,10 @@ def _diag_embed(v):
     return expand_dims(v, axis=-2) * _eye(v, v.shape[-1])
 
 
-def _lower_read(g):
-    """Gradient of a function of the lower triangle of a symmetric matrix.
-
-    ``g``'s symmetric part is the gradient for symmetric perturbations; an input read only
-    through its lower triangle receives ``g_ii`` on the diagonal, ``g_ij + g_ji`` below it
-    and 0 above it.
-    """
-    n = g.shape[-1]
-    return (g + _mT(g)) * _strict_lower(g, n) + g * _eye(g, n)
+def _sym(g):
+    """``(g + g^T) / 2``: the symmetric gradient from a gradient ``g`` for symmetric
+    perturbations (``<g, S> = <sym(g), S>`` for every symmetric ``S``); exactly symmetric."""
+    return (g + _mT(g)) * 0.5
 
 
 def _inverse_gaps(v):
@@ -188,8 +187,9 @@ def _cholesky(x, *, upper=False):
 @RegisterGradient("Cholesky")
 def _cholesky_grad(op, dl):
     # Murray 2016, "Differentiation of the Cholesky decomposition" (reverse mode): with
-    # P = Phi(L^T dL) (lower triangle, diagonal halved), G = L^-T P L^-1 is the gradient for
-    # symmetric perturbations; the input is read through its lower triangle (_lower_read)
+    # P = Phi(L^T dL) (lower triangle, diagonal halved), G = L^-T P L^-1 is a gradient for
+    # symmetric perturbations; the input receives its symmetric part (G + G^T) / 2, as
+    # TensorFlow's _CholeskyGrad and PyTorch's cholesky_backward return
     x = op.inputs[0]
     _real_only("cholesky", x)
     low = op.outputs[0]
@@ -200,18 +200,20 @@ def _cholesky_grad(op, dl):
                  + 0.5 * xp.eye(n, dtype=dt))
     lt = _mT(low)
     s = _solve(lt, matmul(lt, dl) * phi)  # L^-T P
-    return _lower_read(_mT(_solve(lt, _mT(s))))  # (L^-T (L^-T P)^T)^T = L^-T P L^-1
+    return _sym(_mT(_solve(lt, _mT(s))))  # (L^-T (L^-T P)^T)^T = L^-T P L^-1
 
 
 def cholesky(x, /, *, upper=False):
     """Cholesky factor of a symmetric positive-definite matrix (or stack), ``x = L L^T``.
 
-    x: ``(..., M, M)`` floating; only its lower triangle is read. Result: the lower factor
-    ``L`` (``upper=False``) or ``U = L^H`` (``upper=True``), same shape and dtype. Raises
-    ``ValueError`` for a non-square input and ``numpy.linalg.LinAlgError`` (a ``ValueError``)
-    on NumPy when a matrix is not positive definite. Gradient: Murray (2016), "Differentiation
-    of the Cholesky decomposition", ``L^-T Phi(L^T dL) L^-1``, projected on the lower
-    triangle that is read; real dtypes only.
+    x: ``(..., M, M)`` floating, symmetric; only its lower triangle is read. Result: the lower
+    factor ``L`` (``upper=False``) or ``U = L^H`` (``upper=True``), same shape and dtype.
+    Raises ``ValueError`` for a non-square input and ``numpy.linalg.LinAlgError`` (a
+    ``ValueError``) on NumPy when a matrix is not positive definite. Gradient: the symmetric
+    part ``(G + G^T) / 2`` of ``G = L^-T Phi(L^T dL) L^-1`` (Murray 2016, "Differentiation of
+    the Cholesky decomposition"; ``Phi``: the lower triangle with the diagonal halved). It is
+    the symmetric gradient, as in TensorFlow, PyTorch and JAX: the derivative along symmetric
+    directions. Real dtypes only.
     """
     return _cholesky(x, upper=upper)
 
@@ -366,25 +368,29 @@ def _eigh(x):
 @RegisterGradient("Eigh")
 def _eigh_grad(op, dw, dv):
     # A = V diag(w) V^T: G = V (diag(dw) + F o (V^T dV)) V^T with F_ij = 1 / (w_j - w_i),
-    # i != j (Giles 2008; Seeger et al. 2017, "Auto-differentiating linear algebra"),
-    # the gradient for symmetric perturbations, projected on the lower triangle that is read.
-    # Repeated eigenvalues make F infinite: the eigenvector gradient is then inf/NaN.
+    # i != j (Giles 2008; Seeger et al. 2017, "Auto-differentiating linear algebra"), is a
+    # gradient for symmetric perturbations; the input receives its symmetric part
+    # (G + G^T) / 2 = V (diag(dw) + F o skew(V^T dV)) V^T, as PyTorch's linalg_eig_backward
+    # (hermitian) returns. Repeated eigenvalues make F infinite: the eigenvector gradient is
+    # then inf/NaN.
     x = op.inputs[0]
     _real_only("eigh", x)
     w, v = op.outputs
     inner = _diag_embed(dw) + _inverse_gaps(w) * matmul(_mT(v), dv)
-    return _lower_read(matmul(matmul(v, inner), _mT(v)))
+    return _sym(matmul(matmul(v, inner), _mT(v)))
 
 
 def eigh(x, /):
     """Eigen-decomposition of a real symmetric (complex Hermitian) matrix or stack.
 
-    x: ``(..., M, M)`` floating; only its lower triangle is read. Result:
+    x: ``(..., M, M)`` floating, symmetric; only its lower triangle is read. Result:
     ``EighResult(eigenvalues, eigenvectors)``: ``(..., M)`` ascending, real dtype, and
     ``(..., M, M)`` with the eigenvectors as columns (each defined up to sign). Raises
-    ``ValueError`` for a non-square input. Gradient: ``V (diag(dw) + F o V^T dV) V^T`` with
-    ``F_ij = 1/(w_j - w_i)`` (Giles 2008), on the lower triangle; eigenvalues must be
-    distinct (repeated ones give inf/NaN eigenvector gradients); real dtypes only.
+    ``ValueError`` for a non-square input. Gradient: the symmetric part ``(G + G^T) / 2`` of
+    ``G = V (diag(dw) + F o V^T dV) V^T`` with ``F_ij = 1/(w_j - w_i)`` (Giles 2008, "An
+    extended collection of matrix derivative results"). It is the symmetric gradient, as in
+    PyTorch and JAX: the derivative along symmetric directions. Eigenvalues must be distinct
+    (repeated ones give inf/NaN eigenvector gradients); real dtypes only.
     """
     return EighResult(*_eigh(x))
 
@@ -397,21 +403,22 @@ def _eigvalsh(x):
 
 @RegisterGradient("Eigvalsh")
 def _eigvalsh_grad(op, dw):
-    # dw_i = v_i^T dA v_i (Giles 2008): G = V diag(dw) V^T, on the lower triangle.
-    # V is recomputed with the Eigh op, so second derivatives come from its gradient.
+    # dw_i = v_i^T dA v_i (Giles 2008): G = V diag(dw) V^T, symmetric; _sym makes it exactly
+    # so. V is recomputed with the Eigh op, so second derivatives come from its gradient.
     x = op.inputs[0]
     _real_only("eigvalsh", x)
     _, v = _eigh(x)
-    return _lower_read(matmul(v * expand_dims(dw, axis=-2), _mT(v)))
+    return _sym(matmul(v * expand_dims(dw, axis=-2), _mT(v)))
 
 
 def eigvalsh(x, /):
     """Eigenvalues of a real symmetric (complex Hermitian) matrix or stack, ascending.
 
-    x: ``(..., M, M)`` floating; only its lower triangle is read. Result: ``(..., M)``, real
-    dtype. Raises ``ValueError`` for a non-square input. Gradient: ``V diag(dy) V^T``
-    (Giles 2008) on the lower triangle, defined also at repeated eigenvalues to
-    first order; real dtypes only.
+    x: ``(..., M, M)`` floating, symmetric; only its lower triangle is read. Result:
+    ``(..., M)``, real dtype. Raises ``ValueError`` for a non-square input. Gradient:
+    ``V diag(dy) V^T`` (Giles 2008, "An extended collection of matrix derivative results"),
+    defined also at repeated eigenvalues to first order. It is the symmetric gradient, as in
+    PyTorch and JAX: the derivative along symmetric directions. Real dtypes only.
     """
     return _eigvalsh(x)
 
