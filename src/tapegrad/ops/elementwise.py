@@ -22,6 +22,7 @@ import math
 import numpy as _np
 
 from .._backend import namespace as _ns
+from .._backend import np_dtype as _np_dtype
 from .._backend import xp_dtype
 
 _ndarray = _np.ndarray
@@ -77,51 +78,52 @@ def _binary_forward(name):
 
 
 def _zero(x, y, dy):
-    return zeros_like(x)
+    return zeros_like(dy)  # these ops keep their input's shape and dtype
 
 
 _R = (-2.0, 2.0)
 _POS = (0.2, 2.0)
 _UNIT = (-0.9, 0.9)
 
-# name, op type, d/dx as f(x, y, dy) with y the output, sample domain
+# name, op type, d/dx as f(x, y, dy) with y the output, sample domain, what d/dx reads of x and
+# y (the record keeps only that: RegisterGradient's `reads`)
 _UNARY = [
-    ("negative", "Neg", lambda x, y, dy: negative(dy), _R),
-    ("positive", "Positive", lambda x, y, dy: dy, _R),
-    ("square", "Square", lambda x, y, dy: dy * (2.0 * x), _R),
-    ("sqrt", "Sqrt", lambda x, y, dy: dy / (2.0 * y), _POS),
-    ("exp", "Exp", lambda x, y, dy: dy * y, _R),
-    ("expm1", "Expm1", lambda x, y, dy: dy * (y + 1.0), _R),
-    ("log", "Log", lambda x, y, dy: dy / x, _POS),
-    ("log1p", "Log1p", lambda x, y, dy: dy / (x + 1.0), (-0.5, 2.0)),
-    ("log2", "Log2", lambda x, y, dy: dy / (x * math.log(2.0)), _POS),
-    ("log10", "Log10", lambda x, y, dy: dy / (x * math.log(10.0)), _POS),
-    ("sin", "Sin", lambda x, y, dy: dy * cos(x), _R),
-    ("cos", "Cos", lambda x, y, dy: negative(dy * sin(x)), _R),
-    ("tan", "Tan", lambda x, y, dy: dy * (y * y + 1.0), (-1.2, 1.2)),  # tan' = 1 + tan^2
-    ("sinh", "Sinh", lambda x, y, dy: dy * cosh(x), _R),
-    ("cosh", "Cosh", lambda x, y, dy: dy * sinh(x), _R),
-    ("tanh", "Tanh", lambda x, y, dy: dy * (1.0 - y * y), _R),  # tanh' = 1 - tanh^2
-    ("asin", "Asin", lambda x, y, dy: dy / sqrt(1.0 - x * x), _UNIT),
-    ("acos", "Acos", lambda x, y, dy: negative(dy / sqrt(1.0 - x * x)), _UNIT),
-    ("atan", "Atan", lambda x, y, dy: dy / (x * x + 1.0), _R),
-    ("asinh", "Asinh", lambda x, y, dy: dy / sqrt(x * x + 1.0), _R),
+    ("negative", "Neg", lambda x, y, dy: negative(dy), _R, "none"),
+    ("positive", "Positive", lambda x, y, dy: dy, _R, "none"),
+    ("square", "Square", lambda x, y, dy: dy * (2.0 * x), _R, "inputs"),
+    ("sqrt", "Sqrt", lambda x, y, dy: dy / (2.0 * y), _POS, "outputs"),
+    ("exp", "Exp", lambda x, y, dy: dy * y, _R, "outputs"),
+    ("expm1", "Expm1", lambda x, y, dy: dy * (y + 1.0), _R, "outputs"),
+    ("log", "Log", lambda x, y, dy: dy / x, _POS, "inputs"),
+    ("log1p", "Log1p", lambda x, y, dy: dy / (x + 1.0), (-0.5, 2.0), "inputs"),
+    ("log2", "Log2", lambda x, y, dy: dy / (x * math.log(2.0)), _POS, "inputs"),
+    ("log10", "Log10", lambda x, y, dy: dy / (x * math.log(10.0)), _POS, "inputs"),
+    ("sin", "Sin", lambda x, y, dy: dy * cos(x), _R, "inputs"),
+    ("cos", "Cos", lambda x, y, dy: negative(dy * sin(x)), _R, "inputs"),
+    ("tan", "Tan", lambda x, y, dy: dy * (y * y + 1.0), (-1.2, 1.2), "outputs"),  # tan' = 1 + tan^2
+    ("sinh", "Sinh", lambda x, y, dy: dy * cosh(x), _R, "inputs"),
+    ("cosh", "Cosh", lambda x, y, dy: dy * sinh(x), _R, "inputs"),
+    ("tanh", "Tanh", lambda x, y, dy: dy * (1.0 - y * y), _R, "outputs"),  # tanh' = 1 - tanh^2
+    ("asin", "Asin", lambda x, y, dy: dy / sqrt(1.0 - x * x), _UNIT, "inputs"),
+    ("acos", "Acos", lambda x, y, dy: negative(dy / sqrt(1.0 - x * x)), _UNIT, "inputs"),
+    ("atan", "Atan", lambda x, y, dy: dy / (x * x + 1.0), _R, "inputs"),
+    ("asinh", "Asinh", lambda x, y, dy: dy / sqrt(x * x + 1.0), _R, "inputs"),
     # acosh' = 1 / (sqrt(x - 1) sqrt(x + 1)): 1 / sqrt(x^2 - 1) for real x, the right branch
     # for complex x
-    ("acosh", "Acosh", lambda x, y, dy: dy / (sqrt(x - 1.0) * sqrt(x + 1.0)), (1.2, 3.0)),
-    ("atanh", "Atanh", lambda x, y, dy: dy / (1.0 - x * x), _UNIT),
-    ("abs", "Abs", lambda x, y, dy: dy * sign(x), _R),  # subgradient 0 at x = 0
-    ("reciprocal", "Reciprocal", lambda x, y, dy: negative(dy * y * y), _POS),
-    ("sign", "Sign", _zero, _R),
-    ("floor", "Floor", _zero, _R),
-    ("ceil", "Ceil", _zero, _R),
-    ("round", "Round", _zero, _R),
-    ("trunc", "Trunc", _zero, _R),
-    ("conj", "Conj", lambda x, y, dy: conj(dy), _R),  # Re y = Re x, Im y = -Im x
-    ("real", "Real", lambda x, y, dy: astype(dy, x.dtype) if _is_complex(x) else dy, _R),
+    ("acosh", "Acosh", lambda x, y, dy: dy / (sqrt(x - 1.0) * sqrt(x + 1.0)), (1.2, 3.0), "inputs"),
+    ("atanh", "Atanh", lambda x, y, dy: dy / (1.0 - x * x), _UNIT, "inputs"),
+    ("abs", "Abs", lambda x, y, dy: dy * sign(x), _R, "inputs"),  # subgradient 0 at x = 0
+    ("reciprocal", "Reciprocal", lambda x, y, dy: negative(dy * y * y), _POS, "outputs"),
+    ("sign", "Sign", _zero, _R, "none"),
+    ("floor", "Floor", _zero, _R, "none"),
+    ("ceil", "Ceil", _zero, _R, "none"),
+    ("round", "Round", _zero, _R, "none"),
+    ("trunc", "Trunc", _zero, _R, "none"),
+    ("conj", "Conj", lambda x, y, dy: conj(dy), _R, "none"),  # Re y = Re x, Im y = -Im x
+    ("real", "Real", lambda x, y, dy: astype(dy, x.dtype) if _is_complex(x) else dy, _R, "inputs"),
     # imag of a real tensor is the constant 0; of a complex one, d/dIm(z) carries dy: i dy
     ("imag", "Imag", lambda x, y, dy: astype(dy, x.dtype) * 1j if _is_complex(x)
-     else zeros_like(x), _R),
+     else zeros_like(x), _R, "inputs"),
 ]
 
 
@@ -136,38 +138,39 @@ def _pow_d2(a, b, y, dy):
     return where(positive_a, dy * y * log(safe), zeros_like(dy))
 
 
-# name, op type, d/dx1 and d/dx2 as f(x1, x2, y, dy) with y the output, sample domains
+# name, op type, d/dx1 and d/dx2 as f(x1, x2, y, dy) with y the output, sample domains, what
+# the two read of the inputs and the output
 _BINARY = [
-    ("add", "Add", lambda a, b, y, dy: dy, lambda a, b, y, dy: dy, _R, _R),
-    ("subtract", "Sub", lambda a, b, y, dy: dy, lambda a, b, y, dy: negative(dy), _R, _R),
-    ("multiply", "Mul", lambda a, b, y, dy: dy * b, lambda a, b, y, dy: dy * a, _R, _R),
+    ("add", "Add", lambda a, b, y, dy: dy, lambda a, b, y, dy: dy, _R, _R, "none"),
+    ("subtract", "Sub", lambda a, b, y, dy: dy, lambda a, b, y, dy: negative(dy), _R, _R, "none"),
+    ("multiply", "Mul", lambda a, b, y, dy: dy * b, lambda a, b, y, dy: dy * a, _R, _R, "inputs"),
     ("divide", "RealDiv", lambda a, b, y, dy: dy / b,
-     lambda a, b, y, dy: negative(dy * y / b), _R, _POS),  # d(a/b)/db = -a/b^2 = -y/b
-    ("pow", "Pow", _pow_d1, _pow_d2, _POS, _R),
+     lambda a, b, y, dy: negative(dy * y / b), _R, _POS, "both"),  # d(a/b)/db = -a/b^2 = -y/b
+    ("pow", "Pow", _pow_d1, _pow_d2, _POS, _R, "both"),
     # atan2(a, b) = atan(a / b): d/da = b / (a^2 + b^2), d/db = -a / (a^2 + b^2)
     ("atan2", "Atan2", lambda a, b, y, dy: dy * b / (a * a + b * b),
-     lambda a, b, y, dy: negative(dy * a / (a * a + b * b)), _R, _POS),
+     lambda a, b, y, dy: negative(dy * a / (a * a + b * b)), _R, _POS, "inputs"),
     # ties go to the first argument, as in TensorFlow's Maximum/Minimum gradients
     ("maximum", "Maximum", lambda a, b, y, dy: where(a >= b, dy, zeros_like(dy)),
-     lambda a, b, y, dy: where(a >= b, zeros_like(dy), dy), _R, _R),
+     lambda a, b, y, dy: where(a >= b, zeros_like(dy), dy), _R, _R, "inputs"),
     ("minimum", "Minimum", lambda a, b, y, dy: where(a <= b, dy, zeros_like(dy)),
-     lambda a, b, y, dy: where(a <= b, zeros_like(dy), dy), _R, _R),
+     lambda a, b, y, dy: where(a <= b, zeros_like(dy), dy), _R, _R, "inputs"),
     # hypot(a, b) = sqrt(a^2 + b^2): d/da = a / hypot
-    ("hypot", "Hypot", lambda a, b, y, dy: dy * a / y, lambda a, b, y, dy: dy * b / y, _R, _R),
+    ("hypot", "Hypot", lambda a, b, y, dy: dy * a / y, lambda a, b, y, dy: dy * b / y, _R, _R, "both"),
     # logaddexp(a, b) = log(e^a + e^b): d/da = e^(a - y)
     ("logaddexp", "LogAddExp", lambda a, b, y, dy: dy * exp(a - y),
-     lambda a, b, y, dy: dy * exp(b - y), _R, _R),
+     lambda a, b, y, dy: dy * exp(b - y), _R, _R, "both"),
     # a mod b = a - b floor(a / b): d/da = 1, d/db = -floor(a / b)
     ("remainder", "FloorMod", lambda a, b, y, dy: dy,
-     lambda a, b, y, dy: negative(dy * floor_divide(a, b)), _R, _POS),
+     lambda a, b, y, dy: negative(dy * floor_divide(a, b)), _R, _POS, "inputs"),
     ("floor_divide", "FloorDiv", lambda a, b, y, dy: zeros_like(dy),
-     lambda a, b, y, dy: zeros_like(dy), _R, _POS),
+     lambda a, b, y, dy: zeros_like(dy), _R, _POS, "none"),
     # copysign(a, b) = |a| sign(b): d/da = sign(a) sign(b) = sign(a) sign(y), d/db = 0
     ("copysign", "CopySign", lambda a, b, y, dy: dy * sign(a) * sign(y),
-     lambda a, b, y, dy: zeros_like(dy), _R, _R),
+     lambda a, b, y, dy: zeros_like(dy), _R, _R, "both"),
     # nextafter(a, b) is a moved by one ulp towards b: a up to rounding, so d/da = 1, d/db = 0
     ("nextafter", "NextAfter", lambda a, b, y, dy: dy, lambda a, b, y, dy: zeros_like(dy),
-     _R, _R),
+     _R, _R, "none"),
 ]
 
 # complex inputs (see the module docstring); rows in neither set raise NotImplementedError
@@ -187,8 +190,9 @@ def _camel(name):
 
 
 def _is_complex(t) -> bool:
-    kind = getattr(t._value.dtype, "kind", None)  # NumPy dtypes: cheap; others: by name
-    return kind == "c" if kind is not None else t.dtype.kind == "c"
+    dt = t._value.dtype
+    kind = getattr(dt, "kind", None)  # NumPy dtypes: cheap; others: by name
+    return kind == "c" if kind is not None else _np_dtype(dt).kind == "c"
 
 
 def _complex_rule(name, formula):
@@ -219,13 +223,13 @@ def _imag_forward(x):
 _imag_forward.__name__ = "imag"
 
 
-def _define_unary(name, op_type, formula, domain):
+def _define_unary(name, op_type, formula, domain, reads):
     forward = _imag_forward if name == "imag" else _unary_forward(name)
     op = primitive(op_type, samples=_unary_samples(domain))(forward)
     op.__doc__ = f"Elementwise ``{name}(x)``; Array API semantics. x: any shape, float dtype."
     complex_formula = _complex_rule(name, formula)
 
-    @RegisterGradient(op_type)
+    @RegisterGradient(op_type, reads=reads)
     def grad(o, dy):
         y = o.outputs[0]
         if getattr(y._value.dtype, "kind", None) == "f" or not _is_complex(y):  # cheap first
@@ -241,13 +245,13 @@ def _real_part_for_real(g, x):
     return real(g) if g is not None and _is_complex(g) and not _is_complex(x) else g
 
 
-def _define_binary(name, op_type, f1, f2, dom1, dom2):
+def _define_binary(name, op_type, f1, f2, dom1, dom2, reads):
     op = primitive(op_type, samples=_binary_samples(dom1, dom2))(_binary_forward(name))
     op.__doc__ = (f"Elementwise ``{name}(x1, x2)`` with broadcasting and Array API type "
                   "promotion; either input may be a Python scalar.")
     c1, c2 = _complex_rule(name, f1), _complex_rule(name, f2)
 
-    @RegisterGradient(op_type)
+    @RegisterGradient(op_type, reads=reads)
     def grad(o, dy):
         a, b = o.inputs
         y = o.outputs[0]
@@ -285,7 +289,7 @@ def identity(x, /):
     return x
 
 
-@RegisterGradient("Identity")
+@RegisterGradient("Identity", reads="none")
 def _identity_grad(op, dy):
     return dy
 
@@ -357,7 +361,7 @@ def _cast(x, *, dtype):
     return xp.astype(x, xp_dtype(xp, dtype))
 
 
-@RegisterGradient("Cast")
+@RegisterGradient("Cast", reads="inputs")
 def _cast_grad(op, dy):
     x = op.inputs[0]
     if not _is_floating_dtype(x.dtype):

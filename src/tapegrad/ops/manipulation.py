@@ -25,7 +25,7 @@ def _reshape(x, *, shape, copy=None):
     return _ns(x).reshape(x, shape)
 
 
-@RegisterGradient("Reshape")
+@RegisterGradient("Reshape", reads="none")
 def _reshape_grad(op, dy):
     return reshape(dy, op.inputs[0].shape)  # also the gradient of ExpandDims and Squeeze
 
@@ -44,7 +44,7 @@ def _broadcast_to(x, *, shape):
     return _ns(x).broadcast_to(x, shape)
 
 
-@RegisterGradient("BroadcastTo")
+@RegisterGradient("BroadcastTo", reads="none")
 def _broadcast_to_grad(op, dy):
     return dy  # the tape sums the output-shaped cotangent back over the broadcast axes
 
@@ -97,7 +97,7 @@ def _matrix_transpose(x):
     return _ns(x).matrix_transpose(x)
 
 
-@RegisterGradient("MatrixTranspose")
+@RegisterGradient("MatrixTranspose", reads="none")
 def _matrix_transpose_grad(op, dy):
     return matrix_transpose(dy)
 
@@ -122,7 +122,7 @@ def _expand_dims(x, *, axis):
                          f"{_shape(x)}; it must lie in [-ndim-1, ndim]") from e
 
 
-RegisterGradient("ExpandDims")(_reshape_grad)
+RegisterGradient("ExpandDims", reads="none")(_reshape_grad)
 
 
 def expand_dims(x, /, axis=0):
@@ -146,7 +146,7 @@ def _squeeze(x, *, axis):
                          f"{_shape(x)}; only axes of size 1 can be squeezed") from e
 
 
-RegisterGradient("Squeeze")(_reshape_grad)
+RegisterGradient("Squeeze", reads="none")(_reshape_grad)
 
 
 def squeeze(x, /, axis):
@@ -165,7 +165,7 @@ def _flip(x, *, axis=None):
     return _ns(x).flip(x, axis=axis)
 
 
-@RegisterGradient("Flip")
+@RegisterGradient("Flip", reads="none")
 def _flip_grad(op, dy):
     return flip(dy, axis=op.attrs.get("axis"))
 

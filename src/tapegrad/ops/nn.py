@@ -50,7 +50,7 @@ def _relu(features):
     return _ns(features).maximum(features, 0)
 
 
-@RegisterGradient("Relu")
+@RegisterGradient("Relu", reads="outputs")
 def _relu_grad(op, dy):
     return _relu_backprop(dy, op.outputs[0])
 
@@ -63,7 +63,7 @@ def _relu_backprop(dy, y):
     return dy * xp.astype(y > 0, dy.dtype)
 
 
-@RegisterGradient("ReluGrad")
+@RegisterGradient("ReluGrad", reads="inputs")
 def _relu_backprop_grad(op, ddx):
     # linear in dy with a piecewise-constant mask: d/d(dy) = the same mask, d/dy = 0
     return _relu_backprop(ddx, op.inputs[1]), None
@@ -341,7 +341,7 @@ def _sparse_softmax_ce(labels, logits):
     return xp.log(xp.sum(xp.exp(s), axis=-1)) - picked
 
 
-@RegisterGradient("SparseSoftmaxCrossEntropyWithLogits")
+@RegisterGradient("SparseSoftmaxCrossEntropyWithLogits", reads="inputs")
 def _sparse_softmax_ce_grad(op, dy):
     # d loss / d logits = softmax(logits) - onehot(labels) (TF SparseSoftmaxXent backprop)
     labels, logits = op.inputs

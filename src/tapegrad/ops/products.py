@@ -43,7 +43,7 @@ def _matmul(x1, x2):
         raise ValueError(f"matmul: cannot multiply shapes {s1} and {s2}: {msg}") from e
 
 
-@RegisterGradient("MatMul")
+@RegisterGradient("MatMul", reads="inputs")
 def _matmul_grad(op, dy):
     # dA = dC B^T, dB = A^T dC; a 1-d operand acts as a (1, n) row / (n, 1) column whose
     # added axis is absent from dC, so it is restored in dC and removed from the gradient

@@ -88,7 +88,7 @@ def _sum(x, *, axis=None, dtype=None, keepdims=False):
         raise _reduction_error("sum", x, e) from e
 
 
-@RegisterGradient("Sum")
+@RegisterGradient("Sum", reads="none")
 def _sum_grad(op, dy):
     # d(sum x)/dx_i = 1: the cotangent broadcast back over the reduced axes
     return _expand_to(dy, op.inputs[0], op.attrs.get("axis"))
