@@ -22,6 +22,10 @@ from ._tensor import _ids as _tensor_ids
 from .errors import TapeLeakWarning
 
 READS = {"none": 0, "inputs": 1, "outputs": 2, "both": 3}  # what a gradient function reads
+# A record drops a tensor its gradient does not read only from this many bytes on: a
+# placeholder costs about as much memory as a small array, and time. The tests set it to 0,
+# so that every wrong `reads` declaration fails there.
+DROP_MIN_BYTES = 1024
 
 
 class _State(threading.local):
@@ -79,7 +83,7 @@ class Dropped:
     functions may read those; using its value raises ``RuntimeError`` naming the op.
     """
 
-    __slots__ = ("_id", "shape", "dtype", "_dropped_by")
+    __slots__ = ("shape", "dtype")
 
     @property
     def _value(self):  # validation reads x._value.shape / .dtype of inputs and outputs
@@ -100,12 +104,15 @@ class Dropped:
 
     def numpy(self):
         """Raises ``RuntimeError``: the record did not keep this tensor's value."""
-        od = self._dropped_by
+        op = _state.grad_op
+        which = (f"op type {op._gdef.type!r} is declared with reads={op._gdef.reads_name!r}"
+                 if op is not None else "its op type declares with RegisterGradient(reads=...) "
+                 "that its gradient does not read it")
         raise RuntimeError(
-            f"the record of op type {od.type!r} does not keep this tensor (shape {self.shape}, "
-            f"dtype {self.dtype}): its gradient is declared with reads={od.reads_name!r}. If "
-            "the gradient function reads it, declare what it reads in "
-            f"tg.RegisterGradient({od.type!r}, reads=...)")
+            f"a gradient function used the value of a tensor (shape {tuple(self.shape)}, dtype "
+            f"{self.dtype}) that its op's record did not keep: the gradient of {which}. "
+            "Declare what the gradient reads: tg.RegisterGradient(op_type, reads='inputs', "
+            "'outputs' or 'both')")
 
     __array__ = numpy
 
@@ -116,16 +123,14 @@ class Dropped:
 _new_object = object.__new__
 
 
-def _drop(values, opdef):
+def _drop(values):
+    """``values`` with each Tensor of ``DROP_MIN_BYTES`` or more replaced by a placeholder."""
     out = []
     for t in values:
-        if isinstance(t, Tensor):
+        if isinstance(t, Tensor) and getattr(t._value, "nbytes", DROP_MIN_BYTES) >= DROP_MIN_BYTES:
             d = _new_object(Dropped)
-            d._id = t._id
             v = t._value
-            d.shape = tuple(v.shape)
-            d.dtype = v.dtype
-            d._dropped_by = opdef
+            d.shape, d.dtype = v.shape, v.dtype
             t = d
         out.append(t)
     return tuple(out)
@@ -261,30 +266,42 @@ def _new_record(opdef, args, attrs, outs):
     op = _new_object(Operation)
     op._opdef = opdef
     gdef = op._gdef = _state.overrides.get(opdef.type, opdef) if _overriding else opdef
-    in_ids = []  # ids of tensor inputs (None for scalars); only floating ones are ever traced
-    for a in args:
-        if type(a) is Tensor:
-            in_ids.append(a._id)
-        elif type(a) in _SCALAR_TYPES or a is None:
-            in_ids.append(None)
-        else:  # Variables are snapshotted, backend arrays wrapped
-            args = tuple([_as_input(a) for a in args])
-            in_ids = [a._id if isinstance(a, Tensor) else None for a in args]
-            break
+    # ids of tensor inputs (None for scalars); only floating ones are ever traced
+    if len(args) == 1 and type(args[0]) is Tensor:
+        in_ids = (args[0]._id,)
+    else:
+        in_ids = []
+        for a in args:
+            if type(a) is Tensor:
+                in_ids.append(a._id)
+            elif type(a) in _SCALAR_TYPES or a is None:
+                in_ids.append(None)
+            else:  # Variables are snapshotted, backend arrays wrapped
+                args = tuple([_as_input(a) for a in args])
+                in_ids = [a._id if isinstance(a, Tensor) else None for a in args]
+                break
     reads = gdef.reads
-    op.inputs = args if reads & 1 else _drop(args, gdef)
-    op._in_ids = tuple(in_ids)
+    op.inputs = args if reads & 1 else _drop(args)
+    op._in_ids = tuple(in_ids) if type(in_ids) is list else in_ids
     op.attrs = attrs
     if len(outs) == 1:
         o = outs[0]
         op._out_ids = ids = (o._id,)
-        kind = getattr(o._value.dtype, "kind", None)  # _floating, inlined for NumPy dtypes
-        fl = kind in "fc" if kind is not None else _floating(o._value)
+        v = o._value
+        dtype = v.dtype
+        kind = getattr(dtype, "kind", None)  # _floating, inlined for NumPy dtypes
+        fl = kind in "fc" if kind is not None else _floating(v)
         op._float_out = ids if fl else ()
+        if reads & 2 or getattr(v, "nbytes", DROP_MIN_BYTES) < DROP_MIN_BYTES:
+            op.outputs = outs
+        else:  # _drop, inlined
+            d = _new_object(Dropped)
+            d.shape, d.dtype = v.shape, dtype
+            op.outputs = (d,)
     else:
         op._out_ids = tuple([o._id for o in outs])
         op._float_out = tuple([o._id for o in outs if _floating(o._value)])
-    op.outputs = outs if reads & 2 else _drop(outs, gdef)
+        op.outputs = outs if reads & 2 else _drop(outs)
     return op
 
 

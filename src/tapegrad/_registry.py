@@ -217,15 +217,6 @@ def _make_op(opdef):
     scalar = _SCALAR_TYPES
     nd = np.ndarray
 
-    def finish(out, args, attrs):
-        if type(out) is not nd:  # a tuple, or an array of another backend: check it
-            out = _checked_result(opdef, out, args)
-        if state.tapes:
-            return record(opdef, args, attrs, out)
-        if type(out) is tuple:
-            return tuple(_wrap(o) for o in out)
-        return _wrap(out)
-
     # fast paths for ops of one or two inputs and no attributes (elementwise ops, matmul): no
     # tape -> one backend call plus a few lookups. Their forward may carry `_numpy_fn`, called
     # directly on NumPy arrays. Other ops take the general path.
@@ -234,27 +225,41 @@ def _make_op(opdef):
         def op(x, /):
             v = x._value if isinstance(x, T) else _raw(x)
             out = fast(v) if type(v) is nd else forward(v)
-            if type(out) is nd and not state.tapes:
-                t = new(T)
-                t._value = out
-                t._id = next(ids)
-                return t
-            return finish(out, (x,), _NO_ATTRS)
+            if type(out) is not nd:
+                out = _checked_result(opdef, out, (x,))
+            if state.tapes:
+                return record(opdef, (x,), _NO_ATTRS, out)
+            if type(out) is tuple:
+                return tuple(_wrap(o) for o in out)
+            t = new(T)
+            t._value = out
+            t._id = next(ids)
+            return t
     elif opdef.arity == 2 and not opdef.takes_attrs:
         def op(x1, x2, /):
             v1 = x1._value if isinstance(x1, T) else x1 if type(x1) in scalar else _raw(x1)
             v2 = x2._value if isinstance(x2, T) else x2 if type(x2) in scalar else _raw(x2)
             out = fast(v1, v2) if type(v1) is nd else forward(v1, v2)
-            if type(out) is nd and not state.tapes:
-                t = new(T)
-                t._value = out
-                t._id = next(ids)
-                return t
-            return finish(out, (x1, x2), _NO_ATTRS)
+            if type(out) is not nd:
+                out = _checked_result(opdef, out, (x1, x2))
+            if state.tapes:
+                return record(opdef, (x1, x2), _NO_ATTRS, out)
+            if type(out) is tuple:
+                return tuple(_wrap(o) for o in out)
+            t = new(T)
+            t._value = out
+            t._id = next(ids)
+            return t
     else:
         def op(*args, **attrs):
-            return finish(forward(*[a._value if isinstance(a, T) else _raw(a) for a in args],
-                                  **attrs), args, attrs)
+            out = forward(*[a._value if isinstance(a, T) else _raw(a) for a in args], **attrs)
+            if type(out) is not nd:
+                out = _checked_result(opdef, out, args)
+            if state.tapes:
+                return record(opdef, args, attrs, out)
+            if type(out) is tuple:
+                return tuple(_wrap(o) for o in out)
+            return _wrap(out)
 
     return op
 

@@ -231,10 +231,9 @@ def _define_unary(name, op_type, formula, domain, reads):
 
     @RegisterGradient(op_type, reads=reads)
     def grad(o, dy):
-        y = o.outputs[0]
-        if getattr(y._value.dtype, "kind", None) == "f" or not _is_complex(y):  # cheap first
-            return formula(o.inputs[0], y, dy)
-        return complex_formula(o.inputs[0], y, dy)
+        if getattr(dy._value.dtype, "kind", None) == "f" or not _is_complex(dy):  # cheap first
+            return formula(o.inputs[0], o.outputs[0], dy)  # dy has the output's dtype
+        return complex_formula(o.inputs[0], o.outputs[0], dy)
 
     return op
 
@@ -256,7 +255,7 @@ def _define_binary(name, op_type, f1, f2, dom1, dom2, reads):
         a, b = o.inputs
         y = o.outputs[0]
         n1, n2 = o.needs_input_grad
-        if getattr(y._value.dtype, "kind", None) == "f" or not _is_complex(y):  # cheap first
+        if getattr(dy._value.dtype, "kind", None) == "f" or not _is_complex(dy):  # cheap first
             return f1(a, b, y, dy) if n1 else None, f2(a, b, y, dy) if n2 else None
         g1 = c1(a, b, y, dy) if n1 else None
         g2 = c2(a, b, y, dy) if n2 else None
