@@ -73,6 +73,19 @@ def test_asarray_copy_semantics():
     assert tg.asarray(True).dtype == np.bool_
 
 
+def test_asarray_of_a_tensor_that_copies_or_casts_is_differentiable():
+    # array-API code copies or casts its input with xp.asarray (SciPy: xp.asarray(x, copy=True))
+    x = tg.Variable([1.0, 2.0])
+    with tg.GradientTape() as tape:
+        c = tg.asarray(x, copy=True)
+        f = tg.asarray(x, dtype=tg.float32)
+        y = tg.sum(c * c) + tg.sum(tg.astype(f, tg.float64) * 3.0)
+    assert f.dtype == np.float32 and not np.shares_memory(c._value, x._value)
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), [5.0, 7.0])
+    c = tg.asarray(tg.constant([1.0]), copy=True)
+    c[0] = 2.0  # a copy is a new tensor to assign to
+
+
 def test_from_dlpack():
     a = np.arange(4.0)
     t = tg.from_dlpack(a, device="cpu")

@@ -23,6 +23,12 @@ def test_finfo(dtype):
         assert (got.bits, got.eps, got.max, got.min, got.smallest_normal) == (
             want.bits, want.eps, want.max, want.min, want.smallest_normal)
         assert got.dtype == want.dtype
+        # Array API: Python numbers, and a frozen result object
+        assert type(got.bits) is int
+        assert all(type(a) is float for a in (got.eps, got.max, got.min, got.smallest_normal))
+        assert isinstance(got.dtype, np.dtype)
+        with pytest.raises(AttributeError):
+            got.eps = 1.0
 
 
 @pytest.mark.parametrize("dtype", [tg.int8, tg.int64, tg.uint8, tg.uint64])
@@ -32,6 +38,10 @@ def test_iinfo(dtype):
         got = tg.iinfo(arg)
         assert (got.bits, got.max, got.min, got.dtype) == (want.bits, want.max, want.min,
                                                            want.dtype)
+        assert type(got.bits) is type(got.max) is type(got.min) is int
+        assert isinstance(got.dtype, np.dtype)
+        with pytest.raises(AttributeError):
+            got.max = 0
     with pytest.raises(ValueError):
         tg.iinfo(tg.float32)
     with pytest.raises(TypeError, match="expected a dtype or an array"):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 import threading
 import warnings
+import weakref
 
 from . import _backend
 from . import _tensor as _tensor_module
@@ -42,6 +43,7 @@ class _State(threading.local):
 _GLOBAL_OBSERVERS = []  # observers every new thread starts with
 _state = _State()
 _overriding = 0  # gradient_override_map blocks open in any thread (a cheap pre-check)
+_live_tapes = weakref.WeakSet()  # every tape that was entered and is still referenced
 
 
 def add_observer(observer) -> None:
@@ -74,6 +76,28 @@ def backward_state():
 def recording_tapes() -> tuple:
     """The tapes recording in this thread, innermost last (observers excluded)."""
     return tuple(t for t in _state.tapes if not t._observer)
+
+
+def watched_as_source(t) -> bool:
+    """True if a recording tape watches the tensor ``t`` as a source: ``t`` was watched
+    (``tape.watch``, or a Variable read under the tape) and no op recorded there produced it."""
+    i = t._id
+    return any(not tape._observer and i in tape._watched
+               and not any(i in op._out_ids for op in tape._ops) for tape in _state.tapes)
+
+
+def rebind(t, old) -> None:
+    """Before the Python object ``t`` is rebound to a new value (``x[key] = v``), make every
+    record of every live tape that holds ``t`` hold ``old`` (a snapshot of ``t``) instead, so
+    that gradients read the values they recorded."""
+    i = t._id
+    for tape in list(_live_tapes):
+        for op in reversed(tape._ops):
+            if i in op._in_ids or i in op._out_ids:
+                op.inputs = tuple(old if a is t else a for a in op.inputs)
+                op.outputs = tuple(old if o is t else o for o in op.outputs)
+                if i in op._out_ids:
+                    break  # the op that made t: no earlier record holds it
 
 
 class Dropped:

@@ -225,7 +225,7 @@ def _make_op(opdef):
         def op(x, /):
             v = x._value if isinstance(x, T) else _raw(x)
             out = fast(v) if type(v) is nd else forward(v)
-            if type(out) is not nd:
+            if type(out) is not nd or type(v) is not nd:
                 out = _checked_result(opdef, out, (x,))
             if state.tapes:
                 return record(opdef, (x,), _NO_ATTRS, out)
@@ -240,7 +240,7 @@ def _make_op(opdef):
             v1 = x1._value if isinstance(x1, T) else x1 if type(x1) in scalar else _raw(x1)
             v2 = x2._value if isinstance(x2, T) else x2 if type(x2) in scalar else _raw(x2)
             out = fast(v1, v2) if type(v1) is nd else forward(v1, v2)
-            if type(out) is not nd:
+            if type(out) is not nd or type(v1) is not nd:
                 out = _checked_result(opdef, out, (x1, x2))
             if state.tapes:
                 return record(opdef, (x1, x2), _NO_ATTRS, out)
@@ -253,8 +253,7 @@ def _make_op(opdef):
     else:
         def op(*args, **attrs):
             out = forward(*[a._value if isinstance(a, T) else _raw(a) for a in args], **attrs)
-            if type(out) is not nd:
-                out = _checked_result(opdef, out, args)
+            out = _checked_result(opdef, out, args)
             if state.tapes:
                 return record(opdef, args, attrs, out)
             if type(out) is tuple:

@@ -16,7 +16,7 @@ import warnings
 
 from . import _backend
 from ._hooks import HOOKS, run_hooks
-from ._records import _state, record_outputs
+from ._records import _live_tapes, _state, record_outputs
 from ._structural import ops
 from ._tensor import Tensor, Variable, _wrap
 from ._validation import as_gradient_list, check_gradient, no_gradient_error
@@ -66,6 +66,7 @@ class GradientTape:
         if self in _state.tapes:
             raise RuntimeError("this GradientTape is already recording; do not re-enter it")
         self._entered = True
+        _live_tapes.add(self)
         self._push()
         return self
 

@@ -213,7 +213,7 @@ class Variable(Tensor):
     def __init__(self, initial_value, trainable: bool = True, name: str | None = None, dtype=None):
         value = initial_value._value if isinstance(initial_value, Tensor) else initial_value
         dtype = _float_default(value, dtype, self._default_float)
-        super().__init__(_numeric(_backend.asarray(value, dtype=dtype, copy=True), "Variable"))
+        super().__init__(_backend.asarray(_numeric(value, "Variable"), dtype=dtype, copy=True))
         self.trainable = bool(trainable)
         self.name = name if name is not None else f"Variable:{self._id}"
 
@@ -324,14 +324,22 @@ _KIND_NAMES = {"b": "bool", "u": "unsigned integer", "i": "integer", "f": "float
 
 def _numeric(value, where):
     """``value`` if it holds numbers; raises ``TypeError`` for string and object data."""
-    kind = getattr(value.dtype, "kind", "f")
-    if kind in "OUSVMm":
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:  # Python data: ask NumPy what it is
+        try:
+            dtype = np.asarray(value).dtype
+        except ValueError:  # ragged nested lists
+            dtype = np.dtype(object)
+    kind = getattr(dtype, "kind", "f")
+    if kind in "US":
         raise TypeError(
-            f"{where}: the value has dtype {value.dtype} ({_KIND_NAMES.get(kind, 'not numeric')}"
-            "); tensors hold booleans, integers or floating numbers only. Convert strings to "
-            "numbers (e.g. a vocabulary index) first" if kind in "US" else
-            f"{where}: the value has no numeric dtype (got {value.dtype}: None, objects or "
-            "ragged lists); give numbers, a nested list of equal lengths, or an array")
+            f"{where}: the value has dtype {dtype} (not numeric); tensors hold booleans, "
+            "integers or floating numbers only. Convert strings to numbers (e.g. a vocabulary "
+            "index) first")
+    if kind in "OVMm":
+        raise TypeError(
+            f"{where}: the value has no numeric dtype (got {dtype}: None, objects or ragged "
+            "lists); give numbers, a nested list of equal lengths, or an array")
     return value
 
 
@@ -355,8 +363,8 @@ def constant(value, dtype=None, *, default_float=None) -> Tensor:
         if dtype is None or value.dtype == dtype:
             return Tensor(value._value)  # tensors never change: no copy needed
         value = value._value
-    return Tensor(_numeric(_backend.asarray(
-        value, dtype=_float_default(value, dtype, default_float), copy=True), "constant"))
+    return Tensor(_backend.asarray(_numeric(value, "constant"),
+                                   dtype=_float_default(value, dtype, default_float), copy=True))
 
 
 def convert_to_tensor(value, dtype=None, *, default_float=None) -> Tensor:

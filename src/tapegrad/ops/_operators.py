@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from . import elementwise as ew
-from .indexing import getitem
+from .indexing import getitem, setitem
 from .products import matmul
 from .manipulation import matrix_transpose, to_device
 
@@ -50,7 +50,8 @@ def _dlpack_device(self, /):
 
 def attach(cls):
     """Bind ``+ - * / // % ** @``, bitwise ``& | ^ ~ << >>`` (logical on booleans), unary ops,
-    comparisons, ``[]``, ``.T``/``.mT``, ``astype``, ``to_device``, ``__dlpack__``."""
+    comparisons, ``[]`` (reading and assigning), ``.T``/``.mT``, ``astype``, ``to_device``,
+    ``__dlpack__``."""
     for name, fn in [("add", ew.add), ("sub", ew.subtract), ("mul", ew.multiply),
                      ("truediv", ew.divide), ("floordiv", ew.floor_divide),
                      ("mod", ew.remainder), ("pow", ew.pow), ("and", ew.bitwise_and),
@@ -66,6 +67,7 @@ def attach(cls):
     cls.__abs__ = ew.abs
     cls.__invert__ = ew.bitwise_invert
     cls.__getitem__ = getitem
+    cls.__setitem__ = setitem
     cls.__matmul__ = matmul
     cls.__rmatmul__ = _swap(matmul)
     cls.T = property(_transpose, doc="The transpose of a 2-d tensor (Array API ``x.T``).")

@@ -1,5 +1,6 @@
 """Creation functions (Array API names). Their results are constants: no tape records them,
-except ``tril``/``triu`` and ``meshgrid``, which are built from differentiable inputs.
+except ``tril``/``triu`` and ``meshgrid``, which are built from differentiable inputs, and
+``asarray`` of a Tensor when it copies or casts it (``astype``).
 
 The backend that creates an array: for ``*_like``, ``asarray`` of a backend array and
 ``from_dlpack`` of a Tensor, the argument's own; otherwise the default backend (NumPy unless
@@ -41,13 +42,18 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     NumPy arrays go to the default backend (or to the library of ``device``). ``copy``: True
     always copies, False raises ``ValueError`` if a copy is needed, None copies only if
     needed. A Tensor of the requested dtype and device is returned unchanged unless
-    ``copy=True`` (Tensors are immutable). The result is a constant: no tape records it.
+    ``copy=True`` (Tensors are immutable). The result is a constant (no tape records it),
+    except for a Tensor copied or cast on its own backend (``device`` None): that is
+    ``astype``, differentiable, so that array-API code which copies or casts its input
+    (``xp.asarray(x, copy=True)``) keeps the gradient.
     """
     tensor = isinstance(obj, Tensor)
     if tensor:
         if ((dtype is None or obj.dtype == dtype) and (device is None or device == obj.device)
                 and not copy):
             return obj
+        if device is None and copy is not False:
+            return astype(obj, obj.dtype if dtype is None else dtype)
         obj = obj._value
     if device is None:  # a Tensor's array stays on its backend; other data: see _backend.asarray
         return Tensor(_backend.asarray(obj, dtype=dtype, xp=_ns(obj) if tensor else None,
@@ -233,6 +239,7 @@ def meshgrid(*arrays, indexing="xy"):
     return out
 
 
+from .elementwise import astype  # noqa: E402  (elementwise imports creation at its end)
 from .manipulation import broadcast_to, reshape  # noqa: E402  (manipulation imports no creation)
 
 __all__ = ["asarray", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",

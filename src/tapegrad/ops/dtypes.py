@@ -1,5 +1,6 @@
-"""Data-type functions and namespace inspection (Array API): ``can_cast``, ``finfo``, ``iinfo``,
-``isdtype``, ``result_type``, ``__array_namespace_info__``.
+"""Data-type functions and namespace inspection (Array API): ``can_cast``, ``finfo``, ``iinfo``
+(with their result types ``finfo_object``, ``iinfo_object``), ``isdtype``, ``result_type``,
+``__array_namespace_info__``.
 
 None of these is an op: they answer questions about dtypes and return Python objects.
 tapegrad's dtype objects are NumPy's on every backend (``tg.float32`` is ``numpy.float32`` and
@@ -10,6 +11,7 @@ functions.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib
 
 import numpy as _np
@@ -81,21 +83,56 @@ def _foreign(v) -> bool:
     return _is_array(v) and not isinstance(v, (_np.ndarray, _np.generic))
 
 
+@dataclasses.dataclass(frozen=True)
+class finfo_object:  # noqa: N801 - the Array API's name
+    """Machine limits of a floating dtype (what :func:`finfo` returns; frozen).
+
+    ``bits`` (int): bits of the dtype (of one component for a complex dtype); ``eps`` (float):
+    the difference between 1.0 and the next larger representable number; ``max`` / ``min``
+    (float): the largest / smallest (most negative) finite number; ``smallest_normal``
+    (float): the smallest positive normal number; ``dtype``: the real floating dtype these
+    describe (a tapegrad dtype; float32 for complex64).
+    """
+
+    bits: int
+    eps: float
+    max: float
+    min: float
+    smallest_normal: float
+    dtype: _np.dtype
+
+
+@dataclasses.dataclass(frozen=True)
+class iinfo_object:  # noqa: N801 - the Array API's name
+    """Machine limits of an integer dtype (what :func:`iinfo` returns; frozen): ``bits``,
+    ``max``, ``min`` (Python ints) and ``dtype`` (a tapegrad dtype)."""
+
+    bits: int
+    max: int
+    min: int
+    dtype: _np.dtype
+
+
 def finfo(type, /):  # noqa: A002 - Array API name
     """Machine limits of a real or complex floating dtype (or of an array's dtype).
 
-    type: a floating dtype, Tensor or backend array. Returns an object with ``bits``, ``eps``,
-    ``max``, ``min``, ``smallest_normal`` and ``dtype`` (for a complex dtype, those of its
-    real components; ``dtype`` is a tapegrad dtype). Raises ``ValueError`` for a non-floating
-    dtype. Not differentiable (returns Python numbers).
+    type: a floating dtype, Tensor or backend array. Returns a :class:`finfo_object`:
+    ``bits`` (int), ``eps``, ``max``, ``min``, ``smallest_normal`` (Python floats) and
+    ``dtype`` (for a complex dtype, those of its real components; ``dtype`` is a tapegrad
+    dtype). Raises ``ValueError`` for a non-floating dtype, ``TypeError`` for a non-dtype.
+    Not differentiable (returns Python numbers).
     """
-    return _np.finfo(_np_dtype("finfo", type))
+    f = _np.finfo(_np_dtype("finfo", type))
+    return finfo_object(int(f.bits), float(f.eps), float(f.max), float(f.min),
+                        float(f.smallest_normal), f.dtype)
 
 
 def iinfo(type, /):  # noqa: A002 - Array API name
-    """Machine limits of an integer dtype (or of an array's dtype): an object with ``bits``,
-    ``max``, ``min`` and ``dtype``. Raises ``ValueError`` for a non-integer dtype."""
-    return _np.iinfo(_np_dtype("iinfo", type))
+    """Machine limits of an integer dtype (or of an array's dtype): an :class:`iinfo_object`
+    with ``bits``, ``max``, ``min`` (Python ints) and ``dtype`` (a tapegrad dtype). Raises
+    ``ValueError`` for a non-integer dtype, ``TypeError`` for a non-dtype."""
+    i = _np.iinfo(_np_dtype("iinfo", type))
+    return iinfo_object(int(i.bits), int(i.max), int(i.min), i.dtype)
 
 
 def isdtype(dtype, kind):

@@ -1,5 +1,5 @@
-"""Indexing: ``Tensor.__getitem__``, ``take``, ``take_along_axis``, and the scatter-add behind
-their gradients.
+"""Indexing: ``Tensor.__getitem__`` and ``__setitem__``, ``take``, ``take_along_axis``, and the
+scatter-add behind their gradients.
 
 All gathers are one op type, ``GetItem`` (``x[key]`` with NumPy indexing semantics: ints,
 slices, ``None``, ``Ellipsis``, integer arrays and boolean masks). Its gradient is
@@ -7,16 +7,24 @@ slices, ``None``, ``Ellipsis``, integer arrays and boolean masks). Its gradient 
 repeated indices (backend kernel ``scatter_add``, ``numpy.add.at`` on NumPy). The gradient of
 ``ScatterAdd`` is ``GetItem`` with the same key, so gradients of any order exist.
 Tensors inside a key are replaced by their backend arrays before the key is stored.
+
+``x[key] = v`` is the op type ``TensorScatterUpdate`` (TensorFlow's name for the out-of-place
+update ``tf.tensor_scatter_nd_update``; here with the same keys as ``GetItem``): a new tensor,
+``x`` with ``x[key]`` replaced by ``v``, to which the Python object ``x`` is then rebound.
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from .. import _backend
+from .. import _records
 from .._backend import kernel as _kernel
 from .._backend import namespace as _ns
+from .._backend import register_kernel as _register_kernel
 from .._registry import RegisterGradient, Sample, primitive
-from .._tensor import Tensor
+from .._tensor import Tensor, Variable
 
 _IDX = np.asarray
 _KEY_SAMPLES = [
@@ -214,5 +222,118 @@ def take_along_axis(x, indices, /, *, axis=-1):
             key.append(xp.reshape(xp.arange(n), (1,) * d + (n,) + (1,) * (ndim - d - 1)))
     return _getitem(x, key=tuple(key))
 
+
+# --- x[key] = v ----------------------------------------------------------------------------------
+def _numpy_scatter_update(x, key, v):
+    out = np.array(x, copy=True)
+    out[key] = v
+    return out
+
+
+_register_kernel("numpy", "scatter_update", _numpy_scatter_update)
+
+
+def _update(x, v, *, key):
+    """A copy of the backend array ``x`` with ``[key]`` set to ``v`` (cast to ``x``'s dtype)."""
+    xp = _ns(x)
+    v = xp.astype(xp.asarray(v), x.dtype, copy=False)
+    out = xp.asarray(x, copy=True)
+    try:
+        try:
+            out[key] = v
+        except (IndexError, TypeError):
+            if xp is np:
+                raise
+            # keys the backend cannot assign (array-api-strict: integer arrays, None) go
+            # through NumPy
+            out = _kernel(xp, "scatter_update")(x, key, v)
+    except IndexError as e:
+        raise IndexError(f"tensor index {_describe(key)} is invalid for a tensor of shape "
+                         f"{tuple(x.shape)}: {e}") from None
+    except ValueError as e:
+        raise ValueError(f"cannot assign a value of shape {tuple(v.shape)} to tensor"
+                         f"{_describe(key)} of a tensor of shape {tuple(x.shape)}: {e}") from None
+    return out
+
+
+_scatter_update = primitive("TensorScatterUpdate", samples=[
+    Sample((4, 3), (2, 3), key=(slice(1, 3),)),
+    Sample((4, 3), (3,), key=(slice(None, None, 2),)),  # v broadcast over the rows
+    Sample((4, 3), (), key=(Ellipsis, 1)),
+    Sample((5, 3), (3, 3), key=(_IDX([0, 2, 0]),)),  # repeated rows: the last one is stored
+    Sample((3, 4), (2,), key=(_IDX([0, 2]), _IDX([3, 1]))),
+    Sample((3, 4), (6,), key=(_IDX([[True, False, True, True]] * 2 + [[False] * 4]),)),
+    Sample((3, 4), (3, 1), key=(slice(None), _IDX([3, 0]))),
+    Sample((2, 3), (1, 3), key=(None, 1)), Sample((2, 3), (1, 3), key=1), Sample((), (), key=()),
+    Sample((0, 3), (3,), key=(slice(None),)),
+])(_update)
+
+
+@RegisterGradient("TensorScatterUpdate")
+def _scatter_update_grad(op, dy):
+    # y = x with y[key] = v: dy/dx passes dy except at key (overwritten), dy/dv gathers dy[key]
+    # (only where v's element was the one stored), summed over the axes v was broadcast along
+    x, v = op.inputs
+    need_x, need_v = op.needs_input_grad
+    key = op.attrs["key"]
+    dx = _scatter_update(dy, 0, key=key) if need_x else None
+    if not need_v:
+        return dx, None
+    dv = _getitem(dy, key=key)
+    parts = key if type(key) is tuple else (key,)
+    if any(hasattr(k, "dtype") and _backend.np_dtype(k.dtype) != np.bool_ for k in parts):
+        xp = _ns(dy._value)  # integer arrays may repeat a position: keep the stored elements
+        pos = xp.reshape(xp.arange(math.prod(dv.shape), dtype=xp.int64), dv.shape)
+        stored = _update(xp.full(dy.shape, -1, dtype=xp.int64), pos, key=key)
+        dv = where(_getitem(stored, key=key) == pos, dv, zeros_like(dv))
+    if dv.ndim < v.ndim:  # NumPy also assigns values with extra leading axes of size 1
+        dv = reshape(dv, (1,) * (v.ndim - dv.ndim) + dv.shape)
+    return dx, _sum_to(dv, v.shape)
+
+
+def setitem(x, key, value, /):
+    """``x[key] = value``; what ``Tensor.__setitem__`` calls.
+
+    key: as for :func:`getitem`. value: a Tensor, backend array or Python scalar broadcastable
+    to ``x[key]``'s shape; it is cast to ``x``'s dtype. A Tensor is immutable, so this records
+    the op ``TensorScatterUpdate`` on the old ``x`` and then rebinds the Python object ``x`` to
+    the result (other names bound to the same object see the change; tensors computed from
+    ``x`` before do not; the records of every tape keep the old value). On a
+    :class:`Variable` it is an assignment (``assign``; not recorded). With repeated positions
+    in the key, the backend decides which value is stored (NumPy: the last). A
+    ``custom_gradient`` gradient function that closes over ``x`` sees the new value: do not
+    assign to such a tensor before the gradient is computed.
+
+    Raises ``RuntimeError`` if a recording tape watches ``x`` as a source (its gradient would
+    be ambiguous), ``IndexError`` for a key that does not fit, ``ValueError`` for a value that
+    does not broadcast. Gradient: to ``x``, the cotangent with zeros at ``key``; to ``value``,
+    the cotangent at ``key`` (where ``value``'s element was stored), summed over the axes
+    ``value`` was broadcast along.
+    """
+    key = _as_key(key)
+    if _records.watched_as_source(x):
+        raise RuntimeError(
+            f"cannot assign to tensor{_describe(key)}: a recording GradientTape watches this "
+            f"{'Variable' if isinstance(x, Variable) else 'tensor'} as a source, and after an "
+            "in-place update the gradient with respect to it would be ambiguous (old or new "
+            "value?). Build a new tensor instead, e.g. y = tg.where(mask, value, x), or copy "
+            "it first (x = x + 0 or x = tg.asarray(x, copy=True)) and assign to the copy"
+            + ("; or assign outside the tape (v.assign, or inside tape.stop_recording())"
+               if isinstance(x, Variable) else ""))
+    if isinstance(x, Variable):
+        x.assign(_update(x._value, value._value if isinstance(value, Tensor) else value,
+                         key=key))
+        return
+    old = object.__new__(Tensor)  # tape records keep the old value under its old id
+    old._value, old._id = x._value, x._id
+    _records.rebind(x, old)
+    y = _scatter_update(old, value, key=key)
+    x._value, x._id = y._value, y._id
+
+
+from .creation import zeros_like  # noqa: E402  (after the ops: manipulation imports them)
+from .elementwise import where  # noqa: E402
+from .products import _sum_to  # noqa: E402
+from .manipulation import reshape  # noqa: E402
 
 __all__ = ["take", "take_along_axis"]

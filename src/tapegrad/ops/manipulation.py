@@ -118,7 +118,7 @@ def _expand_dims(x, *, axis):
     try:
         return _ns(x).expand_dims(x, axis=axis)
     except (ValueError, IndexError) as e:
-        raise ValueError(f"expand_dims: axis {axis} is out of range for a tensor of shape "
+        raise IndexError(f"expand_dims: axis {axis} is out of range for a tensor of shape "
                          f"{_shape(x)}; it must lie in [-ndim-1, ndim]") from e
 
 
@@ -131,7 +131,8 @@ def expand_dims(x, /, axis=0):
     ``axis`` may be given by keyword (Array API 2024.12 as published) or positionally (the
     later revision).
 
-    Raises ``ValueError`` for an out-of-range axis. Gradient: the cotangent reshaped back.
+    Raises ``IndexError`` (Array API 2024.12) for an out-of-range axis. Gradient: the cotangent
+    reshaped back.
     """
     return _expand_dims(x, axis=axis)
 
