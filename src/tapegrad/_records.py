@@ -108,6 +108,7 @@ class Dropped:
     """
 
     __slots__ = ("shape", "dtype")
+    _dropped = True  # tapegrad ops given a placeholder raise through numpy() below
 
     @property
     def _value(self):  # validation reads x._value.shape / .dtype of inputs and outputs
@@ -138,10 +139,23 @@ class Dropped:
             "Declare what the gradient reads: tg.RegisterGradient(op_type, reads='inputs', "
             "'outputs' or 'both')")
 
-    __array__ = numpy
+    def __array__(self, dtype=None, copy=None):
+        self.numpy()
 
     def __repr__(self):
         return f"<dropped tensor: shape={self.shape}, dtype={self.dtype}>"
+
+
+def _use_of_dropped(self, *args):
+    self.numpy()
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or",
+              "xor", "lt", "le", "gt", "ge"):
+    setattr(Dropped, f"__{_name}__", _use_of_dropped)
+    setattr(Dropped, f"__r{_name}__", _use_of_dropped)
+for _name in ("neg", "pos", "abs", "getitem", "bool", "float", "int", "index"):
+    setattr(Dropped, f"__{_name}__", _use_of_dropped)
 
 
 _new_object = object.__new__

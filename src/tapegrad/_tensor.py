@@ -390,7 +390,7 @@ def _raw(a):
     if isinstance(a, (list, tuple, np.ndarray, np.generic)):
         if isinstance(a, (list, tuple)) or _backend.default_namespace() is not np:
             return _backend.asarray(a)
-    elif hasattr(a, "_dropped_by"):  # a placeholder of a record that did not keep the tensor
+    elif getattr(a, "_dropped", False):  # a placeholder of a record that did not keep a tensor
         a.numpy()  # raises, saying which op and what to do
     return a
 
