@@ -23,11 +23,11 @@ import warnings
 
 import numpy as np
 
-from . import _backend
-from ._tape import GradientTape
-from ._tensor import Tensor
-from .errors import GradientCountError, GradientShapeError, GradientTypeError
-from .ops.creation import zeros_like
+from .. import _backend
+from .._tape import GradientTape
+from .._tensor import Tensor
+from ..errors import GradientCountError, GradientShapeError, GradientTypeError
+from ..ops.creation import zeros_like
 
 
 __all__ = ["compute_gradient", "compute_gradient_error", "check_gradients",
