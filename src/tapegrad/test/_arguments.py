@@ -76,3 +76,57 @@ def caller(f, args, positions, fname):
         return tensor_outputs(f(*a), fname)
 
     return call
+
+
+def prepare(checker, f, args):
+    """``(fname, positions, xs, promoted, call)`` for checking ``f(*args)`` with ``checker``.
+
+    ``fname`` names the check in messages, ``positions``/``xs``/``promoted`` are
+    :func:`float_args`'s, ``call`` is :func:`caller`'s. Raises ``TypeError`` if ``args`` is not
+    a list or tuple, an argument is complex, or none of the arguments is floating (then there
+    is nothing to differentiate, and a check would pass without checking anything).
+    """
+    fname = f"{checker}({getattr(f, '__qualname__', None) or repr(f)})"
+    if not isinstance(args, (list, tuple)):
+        raise TypeError(f"{fname}: `args` must be a list or tuple of the arguments of `f`, not a "
+                        f"{type(args).__name__}; write {checker}(f, [x])")
+    positions, xs, promoted = float_args(args, fname)
+    if not xs:
+        got = ", ".join(str(getattr(a, "dtype", type(a).__name__)) for a in args) or "none"
+        raise TypeError(f"{fname}: none of the arguments is a floating array or Tensor (got: "
+                        f"{got}), so there is nothing to differentiate: integer and boolean "
+                        "arrays, Python and NumPy scalars are passed as constants. Pass the "
+                        "inputs to check as floating arrays, e.g. x.astype(np.float64) or "
+                        "np.asarray(3.0)")
+    return fname, positions, xs, promoted, caller(f, args, positions, fname)
+
+
+def floating_outputs(ys, fname) -> list:
+    """The positions of the floating Tensors among ``f``'s outputs ``ys``.
+
+    Raises ``TypeError`` if there is none (the check would pass without checking anything).
+    """
+    found = [k for k, y in enumerate(ys) if is_float(y)]
+    if not found:
+        got = ", ".join(str(y.dtype) for y in ys) or "no output"
+        raise TypeError(f"{fname}: none of the outputs of the function is floating (got: {got}), "
+                        "so it has no gradient to check; check a floating quantity it computes "
+                        "(e.g. the values that an argmax selects, not its indices)")
+    return found
+
+
+def check_tolerances(fname, **values):
+    """Raise ``ValueError`` unless each value given (``None``: the default) is a finite real
+    number, ``>= 0`` for ``atol`` and ``rtol``, ``> 0`` for a step (``eps``, ``delta``): a NaN
+    or infinite tolerance would make every comparison fail or pass."""
+    for name, v in values.items():
+        if v is None:
+            continue
+        positive = name in ("eps", "delta")
+        try:
+            ok = bool(np.isfinite(v) and (v > 0 if positive else v >= 0))
+        except (TypeError, ValueError):  # not a number, or an array
+            ok = False
+        if not ok:
+            raise ValueError(f"{fname}: {name} must be a finite number "
+                             f"{'> 0' if positive else '>= 0'}, got {v!r}")

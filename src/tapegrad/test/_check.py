@@ -7,9 +7,9 @@ import numpy as np
 
 from .._tape import GradientTape
 from ..ops.creation import zeros_like
-from ._arguments import caller, float_args, is_float, to_tensor
+from ._arguments import check_tolerances, floating_outputs, is_float, prepare, to_tensor
 from ._contract import check_records, is_user_op
-from ._finite_differences import defaults, step_note
+from ._finite_differences import defaults, step_note, traced
 from ._projected import output_cotangents, projected_failures, worst_elements
 from ._report import SurrogateGradientWarning, locate, promotion_note, row_shape, table, unravel
 
@@ -65,24 +65,26 @@ def check_gradients(f, args, order=1, atol=None, rtol=None, eps=None, *, seed=0)
 
     Args:
         f: a function of ``*args`` built from tapegrad ops, returning a Tensor or a tuple/list
-            of Tensors. Non-floating outputs (integer, boolean) are ignored; each floating output
-            gets its own random cotangent. A complex output is checked as (real, imaginary)
-            pairs with a complex cotangent; in reports its output index gains a last axis
-            (0: real part, 1: imaginary part).
+            of Tensors. Non-floating outputs (integer, boolean) are ignored (at least one output
+            must be floating); each floating output gets its own random cotangent. A complex
+            output is checked as (real, imaginary) pairs with a complex cotangent; in reports
+            its output index gains a last axis (0: real part, 1: imaginary part).
         args: a list or tuple of the arguments. Tensors, Variables and backend arrays of a real
             floating dtype are checked: they are passed to ``f`` as float64 Tensors (float32 and
             float16 values are **promoted to float64** for the check, so the check measures the
             gradient formulas, not the rounding of low precision; a failure report says so).
             Everything else — Python and NumPy scalars, integer and boolean arrays, shapes,
-            ``None`` — is passed unchanged and treated as a constant. Size-0 inputs are passed
-            but have nothing to check; an input that ``f`` does not depend on has a zero
-            gradient (``None`` from the tape counts as zeros).
+            ``None`` — is passed unchanged and treated as a constant; at least one argument
+            must be floating. Size-0 inputs are passed but have nothing to check; an input that
+            ``f`` does not depend on has a zero gradient (``None`` from the tape counts as
+            zeros).
         order: the highest order to check (an int >= 1).
-        atol, rtol: the tolerance ``|analytic - numeric| <= atol + rtol * |numeric|``.
-            Defaults for order 1: ``1e-5`` if every floating output of ``f`` is float64 (the
-            usual case), ``1e-2`` if one is float32 (``f`` computes in float32 whatever its
-            inputs), ``1e-1`` for float16; order ``k`` multiplies the defaults by
-            ``10**(k - 1)``. Values given here apply to every order.
+        atol, rtol: the tolerance ``|analytic - numeric| <= atol + rtol * |numeric|``,
+            relative to the numeric (central-difference) value, never to the analytic one; a
+            NaN or infinite value on either side fails. Defaults for order 1: ``1e-5`` if every
+            floating output of ``f`` is float64 (the usual case), ``1e-2`` if one is float32
+            (``f`` computes in float32 whatever its inputs), ``1e-1`` for float16; order ``k``
+            multiplies the defaults by ``10**(k - 1)``. Values given here apply to every order.
         eps: the central-difference step: by default ``1e-6`` for float64 outputs, ``1e-3``
             for float32, ``2**-5`` for float16.
         seed: the seed of the random cotangents and directions (the check is deterministic).
@@ -91,10 +93,11 @@ def check_gradients(f, args, order=1, atol=None, rtol=None, eps=None, *, seed=0)
     random cotangent of the outputs, ``v`` a random direction in input ``i``, entries of random
     sign and magnitude in [1, 2], drawn from ``seed``) is computed from one VJP and by a central
     difference of ``<u, f(x + eps v)>``: one VJP and two evaluations of ``f`` per input instead
-    of a full Jacobian. A single Jacobian element wrong by more than ``atol`` always shows in
-    that scalar. Only where the two disagree are both full Jacobians built (one VJP per output
-    element, two evaluations per input element), and the check fails if one of their elements
-    is outside the tolerance (which is then the authority).
+    of a full Jacobian. A single wrong Jacobian element moves that scalar by at least its own
+    error, so it shows whenever that error exceeds ``atol + rtol * |<u, J v>|``. Only where
+    the two disagree are both full Jacobians built (one VJP per output element, two
+    evaluations per input element), and the check fails if one of their elements is outside
+    the tolerance (which is then the authority).
 
     Surrogate gradients: an input whose gradient passes through a gradient declared
     ``surrogate=True`` is not failed for disagreeing with central differences; the
@@ -113,40 +116,32 @@ def check_gradients(f, args, order=1, atol=None, rtol=None, eps=None, *, seed=0)
             the report of the custom gradients ``f`` uses (see :func:`check_custom_gradient`).
             Also raised, naming the op, when a custom gradient breaks its contract although
             ``f``'s gradients match.
-        TypeError: if ``args`` is not a list or tuple, an argument is complex, or ``f`` returns
-            something other than Tensors. ``ValueError`` if ``order`` is not an int >= 1.
+        TypeError: if ``args`` is not a list or tuple, an argument is complex, ``f`` returns
+            something other than Tensors, none of the arguments is floating (pass the inputs
+            to check as floating arrays, e.g. ``x.astype(np.float64)``) or none of ``f``'s
+            outputs is floating (check a floating quantity): there would be nothing to check.
+        ValueError: if ``order`` is not an int >= 1, ``atol`` or ``rtol`` is not a finite
+            number >= 0, or ``eps`` not a finite number > 0.
         Errors raised by ``f`` or by a gradient function (e.g. ``GradientShapeError``,
         ``NotDifferentiableError`` when an op's gradient is not differentiable again) propagate,
         unless a custom gradient's own check failed (then they are quoted in the message).
     """
-    fname = f"check_gradients({getattr(f, '__qualname__', None) or repr(f)})"
-    if not isinstance(args, (list, tuple)):
-        raise TypeError(f"{fname}: `args` must be a list or tuple of the arguments of `f`, not a "
-                        f"{type(args).__name__}; write check_gradients(f, [x])")
+    fname, positions, xs, promoted, call = prepare("check_gradients", f, args)
     if isinstance(order, bool) or not isinstance(order, int) or order < 1:
         raise ValueError(f"{fname}: order must be an int >= 1, got {order!r}")
-
-    positions, xs, promoted = float_args(args, fname)
-    if not xs:
-        return None  # nothing differentiable to check
-    call = caller(f, args, positions, fname)
+    check_tolerances(fname, atol=atol, rtol=rtol, eps=eps)
 
     def fn(xt):
         return [y for y in call(xt) if is_float(y)]
 
-    xt = [to_tensor(x) for x in xs]
-    with GradientTape(persistent=True) as tape:
-        tape.watch(xt)
-        ys = call(xt)
+    tape, xt, ys = traced(call, xs)
     ops = tape.operations
-    out_index = [k for k, y in enumerate(ys) if is_float(y)]  # f's floating outputs
-    if not out_index:
-        return None  # nothing differentiable to check
+    out_index = floating_outputs(ys, fname)
     records = [op for op in ops if is_user_op(op)]
     report = None
     if records:
         report = check_records(records, tape.traced_ids, f"custom gradients met by {fname}",
-                                seed, atol, rtol, eps)
+                               seed, atol, rtol, eps)
     through = _surrogate_paths(ops, xt)
     del tape, ops, records
 
@@ -248,5 +243,8 @@ def _diagnose(fn, xs, i, step, atol, rtol, k, p_analytic, p_numeric, fname, posi
         f"  projected check <u, J v>: analytic = {p_analytic:.8g}, numeric = {p_numeric:.8g}; "
         f"step eps={step:g}, computed in float64",
     ]
+    if not np.isfinite(analytic) or not np.isfinite(numeric):
+        lines.insert(3, "  a NaN or infinite value never passes: the function or its gradient "
+                        "overflows or leaves its domain at these inputs or within eps of them")
     lines += table(rows, n_bad, size, xs[i].shape, out_cell)
     return "\n".join(lines)

@@ -7,7 +7,7 @@ import numpy as np
 from .. import _backend
 from .._tape import GradientTape
 from .._tensor import Tensor
-from ._arguments import as_numpy, is_float, reject_complex, to_tensor
+from ._arguments import as_numpy, check_tolerances, is_float, reject_complex, to_tensor
 
 # Defaults by the itemsize of the least precise floating output: (central-difference step,
 # atol, rtol) for a first-order check; order k multiplies atol and rtol by 10**(k - 1).
@@ -15,22 +15,43 @@ _DEFAULTS = {8: (1e-6, 1e-5, 1e-5), 4: (1e-3, 1e-2, 1e-2), 2: (2.0 ** -5, 1e-1, 
 
 
 def defaults(itemsize, eps):
+    """``(step, atol, rtol)`` for a first-order check of outputs of ``itemsize`` bytes (an
+    unknown itemsize gets float64's); ``eps`` given replaces the step."""
     d_step, d_atol, d_rtol = _DEFAULTS.get(itemsize, _DEFAULTS[8])
     return (d_step if eps is None else eps), d_atol, d_rtol
 
 
 def step_note(step, eps, itemsize) -> str:
+    """The report's note on the central-difference step ``step`` (``eps``: the one given)."""
     if eps is not None:
         return f"finite-difference step eps={step:g} (given)"
-    name = {8: "float64", 4: "float32", 2: "float16"}.get(itemsize, "float64")
-    return (f"finite-difference step eps={step:g}, chosen for {name} results (float64: 1e-06, "
-            "float32: 0.001, float16: 0.03125)")
+    names = {8: "float64", 4: "float32", 2: "float16"}
+    steps = ", ".join(f"{name}: {_DEFAULTS[size][0]:g}" for size, name in names.items())
+    return (f"finite-difference step eps={step:g}, chosen for {names.get(itemsize, 'float64')} "
+            f"results ({steps})")
 
 
 def replace(xs, i, xi):
+    """A copy of the list ``xs`` with ``xi`` at position ``i``."""
     xs = list(xs)
     xs[i] = xi
     return xs
+
+
+def traced(fn, xs):
+    """``(tape, xt, ys)``: ``ys = fn(xt)`` on Tensors ``xt`` of the arrays ``xs``, recorded by a
+    persistent tape that watches ``xt``."""
+    xt = [to_tensor(x) for x in xs]
+    with GradientTape(persistent=True) as tape:
+        tape.watch(xt)
+        ys = fn(xt)
+    return tape, xt, ys
+
+
+def shifted(fn, xs, i, d):
+    """``(plus, minus)``: :func:`flat_outputs` of ``fn`` with input ``i`` moved by ``+d`` and
+    by ``-d``."""
+    return flat_outputs(fn, replace(xs, i, xs[i] + d)), flat_outputs(fn, replace(xs, i, xs[i] - d))
 
 
 def flat_outputs(fn, xs) -> np.ndarray:
@@ -54,10 +75,7 @@ def vjp_jacobians(fn, xs) -> list:
 
     Returns one float64 array of shape ``(total output size, xs[i].size)`` per input.
     """
-    xt = [to_tensor(x) for x in xs]
-    with GradientTape(persistent=True) as tape:
-        tape.watch(xt)
-        ys = fn(xt)
+    tape, xt, ys = traced(fn, xs)
     parts = [(1.0, 1j) if y.dtype.kind == "c" else (1.0,) for y in ys]  # rows per element
     total = sum(y.size * len(p) for y, p in zip(ys, parts))
     jac = [np.zeros((total, x.size)) for x in xs]
@@ -84,9 +102,7 @@ def fd_jacobian(fn, xs, i, step) -> np.ndarray:
     for j in range(x.size):
         d = np.zeros(x.size, dtype=x.dtype)
         d[j] = step
-        d = d.reshape(x.shape)
-        plus = flat_outputs(fn, replace(xs, i, x + d))
-        minus = flat_outputs(fn, replace(xs, i, x - d))
+        plus, minus = shifted(fn, xs, i, d.reshape(x.shape))
         cols.append((plus - minus) / (2.0 * step))
     if not cols:
         return np.zeros((flat_outputs(fn, xs).size, 0))
@@ -106,7 +122,8 @@ def compute_gradient(f, x, delta=None):
         f: a function of ``len(x)`` Tensors returning one floating Tensor ``y``.
         x: a list or tuple of the arguments: Tensors, arrays, Python scalars or nested lists,
             each of a real floating dtype (Python floats become float64 Tensors). Their dtypes
-            are kept (no promotion).
+            are kept (no promotion): ``f`` gets each argument as a Tensor of that argument's
+            dtype (float32 stays float32) in every evaluation.
         delta: the central-difference step. Default: per input, a power of two near
             ``eps ** (1/3)`` of the less precise of the input's and ``y``'s dtypes
             (``2**-17`` for float64, ``2**-8`` for float32).
@@ -121,7 +138,7 @@ def compute_gradient(f, x, delta=None):
         ``(f(x + delta e_c) - f(x - delta e_c)) / (2 delta)``, computed in float64.
 
     Raises:
-        ValueError: if ``x`` is not a list or tuple.
+        ValueError: if ``x`` is not a list or tuple, or ``delta`` is not a finite number > 0.
         TypeError: if an argument or ``y`` is not of a real floating dtype, or ``f`` does not
             return a single Tensor.
     """
@@ -129,6 +146,7 @@ def compute_gradient(f, x, delta=None):
     if not isinstance(x, (list, tuple)):
         raise ValueError(f"{fname}: `x` must be a list or tuple of the arguments of `f`, not a "
                          f"{type(x).__name__}; write compute_gradient(f, [x])")
+    check_tolerances(fname, delta=delta)
     xs = []
     for i, a in enumerate(x):
         arr = np.array(as_numpy(a))  # a copy: the caller's array is never touched
@@ -168,14 +186,13 @@ def compute_gradient(f, x, delta=None):
 def compute_gradient_error(f, x, delta=None) -> float:
     """The largest absolute difference between the theoretical and numerical Jacobians.
 
-    Same arguments and errors as :func:`compute_gradient`. Returns a Python float (``0.0`` if
-    every Jacobian is empty). This is TensorFlow 1's ``tf.test.compute_gradient_error`` on
+    Same arguments and errors as :func:`compute_gradient`. Returns a Python float: ``0.0`` if
+    every Jacobian is empty, and NaN if an element of either Jacobian is NaN (e.g. ``f`` or its
+    gradient leaves its domain) or both are the same infinity, so that ``error < tol`` fails
+    instead of passing. This is TensorFlow 1's ``tf.test.compute_gradient_error`` on
     TensorFlow 2's ``compute_gradient`` interface.
     """
     theoretical, numerical = compute_gradient(f, x, delta)
-    err = 0.0
-    for jt, jn in zip(theoretical, numerical):
-        if jt.size:
-            err = max(err, float(np.max(np.abs(jt.astype(np.float64) - jn))))
-    return err
-
+    errors = [np.max(np.abs(jt.astype(np.float64) - jn))
+              for jt, jn in zip(theoretical, numerical) if jt.size]
+    return float(np.max(errors)) if errors else 0.0  # np.max propagates NaN; max() would not

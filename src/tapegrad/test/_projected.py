@@ -6,7 +6,7 @@ import numpy as np
 
 from .._tape import GradientTape
 from ._arguments import to_tensor
-from ._finite_differences import fd_jacobian, flat_outputs, replace, vjp_jacobians
+from ._finite_differences import fd_jacobian, flat_outputs, shifted, vjp_jacobians
 
 _TABLE_ROWS = 5  # worst elements listed per failing input
 
@@ -42,7 +42,8 @@ def output_cotangents(ys, rng):
 
 def projected_failures(fn, xs, rng, step, atol, rtol):
     """``(i, analytic, numeric)`` for each input ``i`` where ``<u, J_i v_i>`` from one VJP and
-    from a central difference of ``<u, fn(x + t v_i)>`` disagree (``u``, ``v_i`` random)."""
+    from a central difference of ``<u, fn(x + t v_i)>`` disagree (``u``, ``v_i`` random): their
+    :func:`excess` is positive (outside the tolerance, or not finite)."""
     xt = [to_tensor(x) for x in xs]
     with GradientTape() as tape:
         tape.watch(xt)
@@ -57,17 +58,22 @@ def projected_failures(fn, xs, rng, step, atol, rtol):
             continue
         (v,) = directions([x.shape], rng)
         analytic = 0.0 if gs[i] is None else float(np.sum(gs[i].numpy() * v))
-        plus = flat_outputs(fn, replace(xs, i, x + step * v))
-        minus = flat_outputs(fn, replace(xs, i, x - step * v))
+        plus, minus = shifted(fn, xs, i, step * v)
         numeric = float(u @ (plus - minus)) / (2.0 * step)
-        if not abs(analytic - numeric) <= atol + rtol * abs(numeric):  # NaN fails too
+        if excess(analytic, numeric, atol, rtol) > 0:
             failures.append((i, analytic, numeric))
     return failures
 
 
-def _excess(ja, jn, atol, rtol):
-    excess = np.abs(ja - jn) - (atol + rtol * np.abs(jn))
-    return np.where(np.isnan(excess), np.inf, excess)
+def excess(analytic, numeric, atol, rtol):
+    """``|analytic - numeric| - (atol + rtol * |numeric|)`` elementwise: ``> 0`` outside the
+    tolerance, which is relative to the numeric value. ``inf`` where either value is NaN or
+    infinite: a non-finite derivative never passes (``inf <= atol + rtol * inf`` would)."""
+    analytic, numeric = np.asarray(analytic), np.asarray(numeric)
+    with np.errstate(invalid="ignore"):  # inf - inf: NaN, mapped to inf below
+        diff = np.abs(analytic - numeric) - (atol + rtol * np.abs(numeric))
+    finite = np.isfinite(analytic) & np.isfinite(numeric) & ~np.isnan(diff)
+    return np.where(finite, diff, np.inf)
 
 
 def _kink(fn, xs, i, col, row, step, analytic, numeric, tol, cache) -> str | None:
@@ -85,9 +91,7 @@ def _kink(fn, xs, i, col, row, step, analytic, numeric, tol, cache) -> str | Non
         for h in (step, step / 4.0):
             d = np.zeros(x.size)
             d[col] = h
-            d = d.reshape(x.shape)
-            plus = flat_outputs(fn, replace(xs, i, x + d))
-            minus = flat_outputs(fn, replace(xs, i, x - d))
+            plus, minus = shifted(fn, xs, i, d.reshape(x.shape))
             sides.append(((plus - base) / h, (base - minus) / h))
         cache[col] = sides
     (fwd, bwd), (fwd4, bwd4) = cache[col]
@@ -107,10 +111,9 @@ def worst_elements(fn, xs, i, step, atol, rtol):
     if ja.size == 0:
         return None
     jn = fd_jacobian(fn, xs, i, step)
-    excess = _excess(ja, jn, atol, rtol)
-    if not np.max(excess) > 0:
+    flat = excess(ja, jn, atol, rtol).reshape(-1)
+    if not np.max(flat) > 0:
         return None  # the projection's disagreement is within the elementwise tolerance
-    flat = excess.reshape(-1)
     order = np.argsort(-flat, kind="stable")[:_TABLE_ROWS]
     rows, cache = [], {}
     for e in order:
