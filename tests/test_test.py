@@ -545,3 +545,226 @@ def test_float32_inputs_are_promoted_and_the_report_says_so():
         tg.test.check_gradients(lambda t: _wrong_square(tg.astype(t, tg.float32)),
                                 [np.array([1.0, 2.0])])
     assert "eps=0.001, chosen for float32 results" in str(info.value)
+
+
+# --- traps: nothing checked, NaN and inf, tolerances, dtypes ----------------------------------------
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+def test_compute_gradient_error_is_nan_when_a_jacobian_is_nan():
+    # sqrt(-1) is NaN: its Jacobian rows are NaN, which max(0.0, nan) used to turn into 0.0
+    assert np.isnan(tg.test.compute_gradient_error(tg.sqrt, [[-1.0, 4.0]]))
+    # a NaN after a finite error is not dropped either (max(1.0, nan) is 1.0)
+    err = tg.test.compute_gradient_error(lambda a, b: _wrong_square(a) + tg.sqrt(b),
+                                         [np.array([2.0]), np.array([-1.0])])
+    assert np.isnan(err)
+    assert not err < 1e-3  # the usual assertion fails, as it should
+
+
+def test_check_gradients_rejects_arguments_that_are_all_integer():
+    square = _triple_square()  # a wrong gradient that a check on integer inputs never reached
+
+    def f(k):
+        return tg.sum(square(tg.astype(k, tg.float64)))
+
+    for check in (tg.test.check_gradients, tg.test.check_custom_gradient):
+        with pytest.raises(TypeError) as info:
+            check(f, [np.array([1, 2])])
+        msg = str(info.value)
+        assert "none of the arguments is a floating array or Tensor (got: int64)" in msg
+        assert "x.astype(np.float64)" in msg
+    with pytest.raises(TypeError, match=r"\(got: float, int\)"):  # Python scalars are constants
+        tg.test.check_gradients(lambda a, n: tg.sin(tg.constant(a)) * n, [0.5, 3])
+    # with a floating argument beside it, an integer index stays a constant
+    x, idx = np.array([0.5, -1.0, 2.0]), np.array([2, 0])
+    tg.test.check_gradients(lambda t, i: tg.take(tg.sin(t), i) ** 2, [x, idx], order=2)
+    with pytest.raises(AssertionError, match=r"input 0 \('x'\) at index \(2,\)"):
+        tg.test.check_custom_gradient(lambda t, i: tg.take(square(t), i), [x, idx])
+
+
+def test_check_gradients_rejects_functions_without_floating_outputs():
+    square = _triple_square()
+    x = np.array([0.5, -1.0, 2.0])
+    for check in (tg.test.check_gradients, tg.test.check_custom_gradient):
+        with pytest.raises(TypeError) as info:
+            check(lambda t: tg.argmax(square(t)), [x])
+        msg = str(info.value)
+        assert "none of the outputs of the function is floating (got: int64)" in msg
+        assert "check a floating quantity" in msg
+        with pytest.raises(TypeError, match=r"\(got: int64, bool\)"):
+            check(lambda t: (tg.argmax(t), t > 0.0), [x])
+
+
+def test_compute_gradient_evaluates_f_in_each_arguments_dtype():
+    seen = []
+
+    def f(a, b):
+        seen.append((a.dtype, b.dtype))
+        return tg.sum(tg.exp(a)) * b
+
+    a32, b64 = np.array([0.5, -1.0], dtype=np.float32), np.array([2.0])
+    (ja, jb), (na, nb) = tg.test.compute_gradient(f, [a32, b64])
+    assert len(seen) > 4 and set(seen) == {(np.dtype(np.float32), np.dtype(np.float64))}
+    assert ja.dtype == na.dtype == np.float32 and jb.dtype == nb.dtype == np.float64
+    np.testing.assert_allclose(ja, 2.0 * np.exp(a32)[None, :], rtol=1e-6)
+    np.testing.assert_allclose(na, 2.0 * np.exp(a32)[None, :], rtol=1e-3)
+    np.testing.assert_allclose(nb, [[np.exp(a32).sum()]], rtol=1e-6)
+
+
+def _scaled_exp(c):
+    @tg.custom_gradient
+    def scaled_exp(x):
+        y = tg.exp(x)
+
+        def grad(dy):
+            return dy * y * c  # c times the derivative
+
+        return y, grad
+
+    return scaled_exp
+
+
+def test_tolerance_is_relative_to_the_numeric_derivative():
+    x = np.array([0.3, -0.5, 1.2])
+    # |1.5 g - g| = 0.5 |g| > 0.4 |g|: fails; relative to the analytic 1.5 g it would pass
+    # (0.4 * 1.5 |g| = 0.6 |g|)
+    with pytest.raises(AssertionError) as info:
+        tg.test.check_gradients(_scaled_exp(1.5), [x], atol=1e-12, rtol=0.4)
+    msg = str(info.value)
+    analytic, numeric = _numbers(msg, "analytic"), _numbers(msg, "numeric")
+    assert abs(numeric - np.exp(1.2)) < 1e-6 and abs(analytic - 1.5 * np.exp(1.2)) < 1e-9
+    tol = float(re.search(r"tolerance = (\S+)", msg).group(1))
+    assert tol == pytest.approx(0.4 * numeric, rel=1e-2)
+    assert "3 of 9 Jacobian elements outside the tolerance" in msg
+    with pytest.raises(AssertionError, match=r"gradient / derivative = 1\.5.*tolerance"
+                                             r"|tolerance.*gradient / derivative = 1\.5"):
+        tg.test.check_custom_gradient(_scaled_exp(1.5), [x], atol=1e-12, rtol=0.4)
+    # |1.3 g - g| = 0.3 |g| <= 0.4 |g|: passes
+    tg.test.check_gradients(_scaled_exp(1.3), [x], atol=1e-12, rtol=0.4)
+    report = tg.test.check_custom_gradient(_scaled_exp(1.3), [x], atol=1e-12, rtol=0.4)
+    assert [c.status for c in report.ops] == ["passed"]
+
+
+_VARIABLES_NOTE = ("the gradients of the Variables its forward reads are checked for shape and "
+                   "linearity only")
+
+
+def _variable_scale(w, variable_grad):
+    @tg.custom_gradient
+    def scale(x):
+        def grad(dy, variables=None):
+            return dy * w, [variable_grad(dy, x)]
+
+        return x * w, grad
+
+    return scale
+
+
+def test_variables_note_appears_exactly_when_the_custom_gradient_reads_variables():
+    x = np.array([0.5, 1.5])
+    w = tg.Variable([1.0, 2.0], name="w")
+    report = tg.test.check_custom_gradient(_variable_scale(w, lambda dy, t: dy * t), [x])
+    assert [c.status for c in report.ops] == ["passed"]
+    assert report.ops[0].notes == [_VARIABLES_NOTE] and _VARIABLES_NOTE in str(report)
+    # the same op closing over a constant instead of a Variable: no note
+    wc = tg.constant([1.0, 2.0])
+
+    @tg.custom_gradient
+    def scale(t):
+        return t * wc, lambda dy: dy * wc
+
+    report = tg.test.check_custom_gradient(scale, [x])
+    assert [c.status for c in report.ops] == ["passed"]
+    assert report.ops[0].notes == [] and _VARIABLES_NOTE not in str(report)
+    with pytest.raises(AssertionError) as info:  # nor in a failure report
+        tg.test.check_custom_gradient(_triple_square(), [x])
+    assert "FAILED" in str(info.value) and _VARIABLES_NOTE not in str(info.value)
+
+
+def test_variable_gradients_are_checked_for_shape_and_linearity():
+    x, w = np.array([0.5, 1.5]), tg.Variable([1.0, 2.0], name="w")
+    with pytest.raises(AssertionError) as info:  # summed to shape (): the shape is wrong
+        tg.test.check_custom_gradient(_variable_scale(w, lambda dy, t: tg.sum(dy * t)), [x])
+    msg = str(info.value)
+    assert "GradientShapeError" in msg and "shape () for input 1 ('variables[0] (w)')" in msg
+    with pytest.raises(AssertionError) as info:  # `+ 1.0` does not scale with dy
+        tg.test.check_custom_gradient(_variable_scale(w, lambda dy, t: dy * t + 1.0), [x])
+    msg = str(info.value)
+    assert "not linear in the upstream gradient dy" in msg
+    assert "input 1 ('variables[0] (w)')" in msg and _VARIABLES_NOTE in msg
+
+
+def test_py_function_with_a_list_tout_passes_gradients_through_each_result():
+    x = np.array([0.5, 2.0, -1.0])
+
+    def f(t):  # computes in float32; Tout casts both results to float64
+        return tg.py_function(lambda u: (tg.sin(tg.astype(u, tg.float32)), u * u), [t],
+                              Tout=[tg.float64, tg.float64])
+
+    xt = tg.constant(x)
+    with tg.GradientTape(persistent=True) as tape:
+        tape.watch(xt)
+        out = f(xt)
+        a, b = out
+        both = tg.sum(a) + 3.0 * tg.sum(b)
+    assert isinstance(out, list) and a.dtype == b.dtype == tg.float64
+    np.testing.assert_allclose(a.numpy(), np.sin(x), rtol=1e-6)
+    np.testing.assert_allclose(b.numpy(), x * x)
+    np.testing.assert_allclose(tape.gradient(a, xt).numpy(), np.cos(x), rtol=1e-6)
+    np.testing.assert_allclose(tape.gradient(b, xt).numpy(), 2 * x)
+    np.testing.assert_allclose(tape.gradient(both, xt).numpy(), np.cos(x) + 6 * x, rtol=1e-6)
+    tg.test.check_gradients(lambda t: tg.py_function(lambda u: (tg.sin(u), u * u), [t],
+                                                     Tout=[tg.float64, tg.float64]),
+                            [x], order=2)
+
+
+@pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning")
+def test_an_infinite_numeric_derivative_fails_loudly():
+    @tg.custom_gradient
+    def flat_exp(t):
+        return tg.exp(t), lambda dy: dy * 0.0  # wrong: the derivative is exp(t)
+
+    # exp overflows within eps of x: the central difference is inf, and
+    # |0 - inf| <= atol + rtol * inf used to pass the zero gradient
+    x = np.array([709.7827128])
+    with pytest.raises(AssertionError) as info:
+        tg.test.check_gradients(flat_exp, [x])
+    msg = str(info.value)
+    assert _numbers(msg, "numeric") == np.inf and _numbers(msg, "analytic") == 0.0
+    assert "a NaN or infinite value never passes" in msg
+    assert "FAILED    op 0: CustomGradient:flat_exp" in msg
+    with pytest.raises(AssertionError, match=r"gradient 0, derivative \(central difference\) inf"):
+        tg.test.check_custom_gradient(flat_exp, [x])
+
+
+def test_a_gradient_that_is_not_finite_for_some_upstream_gradient_fails():
+    calls = []
+
+    @tg.custom_gradient
+    def square(x):
+        def grad(dy):
+            calls.append(1)
+            g = dy * 2.0 * x
+            return g * np.nan if len(calls) == 3 else g  # NaN for the third dy only
+
+        return x * x, grad
+
+    with pytest.raises(AssertionError, match=r"returned non-finite values \(nan or inf\) for "
+                                             r"input 0 \('x'\)"):
+        tg.test.check_custom_gradient(square, [np.array([0.5, -1.0])])
+    assert len(calls) == 3  # g(dy1), g(dy2), g(a dy1 + b dy2): the NaN is the combination's
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"atol": np.nan}, "atol must be a finite number >= 0, got nan"),
+    ({"rtol": np.inf}, "rtol must be a finite number >= 0, got inf"),
+    ({"atol": -1e-5}, "atol must be a finite number >= 0"),
+    ({"eps": 0.0}, "eps must be a finite number > 0, got 0.0"),
+    ({"eps": "1e-6"}, "eps must be a finite number > 0"),
+])
+def test_tolerances_must_be_finite_numbers(kwargs, message):
+    x = [np.array([0.5, 1.0])]
+    with pytest.raises(ValueError, match=re.escape(message)):
+        tg.test.check_gradients(tg.sin, x, **kwargs)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        tg.test.check_custom_gradient(tg.sin, x, **kwargs)
+    with pytest.raises(ValueError, match=r"delta must be a finite number > 0, got nan"):
+        tg.test.compute_gradient(tg.sin, x, delta=np.nan)
