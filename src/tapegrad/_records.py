@@ -130,13 +130,13 @@ class Dropped:
     def numpy(self):
         """Raises ``RuntimeError``: the record did not keep this tensor's value."""
         op = _state.grad_op
-        which = (f"op type {op._gdef.type!r} is declared with reads={op._gdef.reads_name!r}"
-                 if op is not None else "its op type declares with RegisterGradient(reads=...) "
-                 "that its gradient does not read it")
+        which = (f"op type {op._gdef.type!r} declares reads={op._gdef.reads_name!r}"
+                 if op is not None else "its op type's RegisterGradient(reads=...) says its "
+                 "gradient does not read it")
         raise RuntimeError(
             f"a gradient function used the value of a tensor (shape {tuple(self.shape)}, dtype "
-            f"{self.dtype}) that its op's record did not keep: the gradient of {which}. "
-            "Declare what the gradient reads: tg.RegisterGradient(op_type, reads='inputs', "
+            f"{_backend.np_dtype(self.dtype)}) that its op's record did not keep: {which}. If "
+            "the gradient reads it, declare so: tg.RegisterGradient(op_type, reads='inputs', "
             "'outputs' or 'both')")
 
     def __array__(self, dtype=None, copy=None):
