@@ -18,54 +18,13 @@ import numpy as np
 
 from . import _backend, _records
 from ._records import READS, record
+from ._samples import Arg, Sample  # noqa: F401 - op modules declare samples through here
 from ._tensor import _SCALARS, Tensor, _raw, _wrap
 from ._tensor import _ids as _tensor_ids
 from .errors import describe_fn
 
 _SCALAR_TYPES = frozenset(_SCALARS)
 _NO_ATTRS = types.MappingProxyType({})  # the (read-only) attrs of an op without attributes
-
-
-class Arg:
-    """A sample float input of a given ``shape`` drawn uniformly from ``domain`` (lo, hi)."""
-
-    __slots__ = ("shape", "domain")
-
-    def __init__(self, shape, domain=None):
-        self.shape = tuple(shape)
-        self.domain = domain
-
-
-class Sample:
-    """Sample inputs of an op, for the registry-driven gradient tests.
-
-    Positional ``args``: a tuple of ints is a random float input of that shape, an :class:`Arg`
-    a random float input with its own domain, anything else is passed as it is (integer index
-    arrays, Python scalars, shapes). Keyword ``attrs`` are passed as keyword attributes.
-    ``domain``: the default (lo, hi) for random inputs.
-    """
-
-    def __init__(self, *args, domain=(-2.0, 2.0), **attrs):
-        self.args = args
-        self.domain = domain
-        self.attrs = attrs
-
-    def materialize(self, rng, dtype=np.float64):
-        """Return ``(args, attrs, float_positions)`` with random arrays drawn from ``rng``."""
-        args, pos = [], []
-        for i, a in enumerate(self.args):
-            if isinstance(a, tuple) and all(isinstance(d, int) for d in a):
-                a = Arg(a)
-            if isinstance(a, Arg):
-                lo, hi = a.domain or self.domain
-                args.append(rng.uniform(lo, hi, size=a.shape).astype(dtype))
-                pos.append(i)
-            else:
-                args.append(a)
-        return args, dict(self.attrs), pos
-
-    def __repr__(self):
-        return f"Sample({', '.join(map(repr, self.args))}, attrs={self.attrs})"
 
 
 class OpDef:

@@ -34,12 +34,12 @@ class Tensor:
     backend dtype. Operators ``+ - * / // % ** @``, unary ``-``, ``abs``, comparisons (boolean
     results, never differentiable) and ``[]`` indexing are tapegrad ops.
 
-    NumPy functions on a Tensor: the ufuncs behind Python operators (``np.multiply``,
-    ``ndarray * tensor``...) are tapegrad ops and return Tensors; any other NumPy function
-    (``np.sin``, ``np.sum``) computes eagerly on the value and returns a NumPy array that no
-    tape sees, as TensorFlow's tensors do; use ``tg.sin``, ``tg.sum`` for a differentiable
-    result. Converting a Tensor that a recording tape traces to NumPy warns
-    (:class:`~tapegrad.errors.TapeLeakWarning`).
+    NumPy functions on a Tensor (``__array_ufunc__``, attached by ``tapegrad.ops``): the ufuncs
+    behind Python operators (``np.multiply``, ``ndarray * tensor``...) are tapegrad ops and
+    return Tensors; any other NumPy function (``np.sin``, ``np.sum``) computes eagerly on the
+    value and returns a NumPy array that no tape sees, as TensorFlow's tensors do; use
+    ``tg.sin``, ``tg.sum`` for a differentiable result. Converting a Tensor that a recording
+    tape traces to NumPy warns (:class:`~tapegrad.errors.TapeLeakWarning`).
     """
 
     __slots__ = ("_value", "_id", "__weakref__")
@@ -113,13 +113,6 @@ class Tensor:
             a = a.astype(dtype, copy=False)
         return np.array(a, copy=True) if copy else a
 
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        op = _OPERATOR_UFUNCS.get(ufunc.__name__) if method == "__call__" and not kwargs else None
-        if op is not None and len(inputs) == 2:
-            return getattr(_structural_ops.namespace, op)(*inputs)
-        arrays = [np.asarray(a) if isinstance(a, Tensor) else a for a in inputs]
-        return getattr(ufunc, method)(*arrays, **kwargs)
-
     def __array_namespace__(self, api_version=None):
         """The module ``tapegrad`` (Array API); raises ``ValueError`` for an unknown version."""
         if api_version is not None and api_version not in _API_VERSIONS:
@@ -165,17 +158,6 @@ class Tensor:
             return format(self.numpy().item(), spec)
         return format(str(self), spec)
 
-
-# the NumPy ufuncs behind Python's binary operators, as tapegrad functions: `ndarray * tensor`
-# calls np.multiply, which must stay a differentiable Tensor op
-_OPERATOR_UFUNCS = {
-    "add": "add", "subtract": "subtract", "multiply": "multiply", "divide": "divide",
-    "true_divide": "divide", "floor_divide": "floor_divide", "remainder": "remainder",
-    "power": "pow", "matmul": "matmul", "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or",
-    "bitwise_xor": "bitwise_xor", "left_shift": "bitwise_left_shift",
-    "right_shift": "bitwise_right_shift", "equal": "equal", "not_equal": "not_equal",
-    "less": "less", "less_equal": "less_equal", "greater": "greater",
-    "greater_equal": "greater_equal"}
 
 _new = object.__new__
 

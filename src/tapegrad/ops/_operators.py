@@ -1,6 +1,9 @@
 """Python operators of :class:`Tensor`, bound to the ops of this package."""
 from __future__ import annotations
 
+import numpy as np
+
+from .. import _tensor
 from . import elementwise as ew
 from .indexing import getitem, setitem
 from .products import matmul
@@ -26,10 +29,6 @@ def _transpose(x):
 def _dlpack(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
     """The DLPack capsule of the backend array (Array API ``__dlpack__``); the data is shared,
     so it carries no gradient."""
-    import numpy as np
-
-    from .. import _tensor
-
     if _tensor._raw_access_hook is not None:  # raw data inside a gradient function
         _tensor._raw_access_hook(self)
     v = self._value
@@ -42,10 +41,30 @@ def _dlpack(self, /, *, stream=None, max_version=None, dl_device=None, copy=None
 
 def _dlpack_device(self, /):
     """``(device type, device id)`` of the backend array (Array API ``__dlpack_device__``)."""
-    import numpy as np
-
     v = self._value
     return (np.asarray(v) if isinstance(v, np.generic) else v).__dlpack_device__()
+
+
+# the NumPy ufuncs behind Python's binary operators, as tapegrad functions: `ndarray * tensor`
+# calls np.multiply, which must stay a differentiable Tensor op
+_OPERATOR_UFUNCS = {
+    "add": ew.add, "subtract": ew.subtract, "multiply": ew.multiply, "divide": ew.divide,
+    "true_divide": ew.divide, "floor_divide": ew.floor_divide, "remainder": ew.remainder,
+    "power": ew.pow, "matmul": matmul, "bitwise_and": ew.bitwise_and,
+    "bitwise_or": ew.bitwise_or, "bitwise_xor": ew.bitwise_xor,
+    "left_shift": ew.bitwise_left_shift, "right_shift": ew.bitwise_right_shift,
+    "equal": ew.equal, "not_equal": ew.not_equal, "less": ew.less, "less_equal": ew.less_equal,
+    "greater": ew.greater, "greater_equal": ew.greater_equal}
+
+
+def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
+    """NumPy ufuncs on Tensors: an operator's ufunc is the tapegrad op (a Tensor); any other
+    computes eagerly on NumPy arrays (``Tensor.__array__``, which warns for traced tensors)."""
+    op = _OPERATOR_UFUNCS.get(ufunc.__name__) if method == "__call__" and not kwargs else None
+    if op is not None and len(inputs) == 2:
+        return op(*inputs)
+    arrays = [np.asarray(a) if isinstance(a, type(self)) else a for a in inputs]
+    return getattr(ufunc, method)(*arrays, **kwargs)
 
 
 def attach(cls):
@@ -75,5 +94,6 @@ def attach(cls):
     cls.astype = lambda self, dtype, /, *, copy=True, device=None: ew.astype(
         self, dtype, copy=copy, device=device)
     cls.to_device = lambda self, device, /, *, stream=None: to_device(self, device, stream=stream)
+    cls.__array_ufunc__ = _array_ufunc
     cls.__dlpack__ = _dlpack
     cls.__dlpack_device__ = _dlpack_device

@@ -1,0 +1,51 @@
+"""Count the lines of code of tapegrad's op-agnostic core: docstrings, comments and blank lines
+not counted. Run ``python benchmarks/core_size.py``; prints one line per module and the total.
+
+The core is what knows no op: tensors, records, the registry, gradient validation, hooks, the
+records API and the tape (``src/tapegrad/_*.py`` but ``_backend.py``, which is the backend
+dispatch, and ``_structural.py``, the interface through which ``ops/`` serves the core).
+"""
+from __future__ import annotations
+
+import ast
+import io
+import pathlib
+import tokenize
+
+SRC = pathlib.Path(__file__).resolve().parents[1] / "src" / "tapegrad"
+CORE = ["_tensor.py", "_records.py", "_registry.py", "_validation.py", "_hooks.py", "_views.py",
+        "_tape.py"]
+
+
+def code_lines(path: pathlib.Path) -> int:
+    """Lines holding code: not blank, not only a comment, not part of a docstring."""
+    text = path.read_text()
+    doc = set()
+    for node in ast.walk(ast.parse(text)):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(
+                getattr(body[0], "value", None), ast.Constant) and isinstance(
+                body[0].value.value, str):
+            doc.update(range(body[0].lineno, body[0].end_lineno + 1))
+    lines = set()
+    for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+        if tok.type in (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
+                        tokenize.DEDENT, tokenize.ENDMARKER):
+            continue
+        lines.update(range(tok.start[0], tok.end[0] + 1))
+    return len(lines - doc)
+
+
+def main():
+    """Print the count per core module and the total; return the total."""
+    total = 0
+    for name in CORE:
+        n = code_lines(SRC / name)
+        total += n
+        print(f"{name:16s} {n:5d}")
+    print(f"{'core total':16s} {total:5d}")
+    return total
+
+
+if __name__ == "__main__":
+    main()
