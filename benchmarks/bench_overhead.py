@@ -108,6 +108,15 @@ def step_numpy(x, labels, params, lr=0.01):
     return float(loss)
 
 
+def mlp_loss(x, labels, variables):
+    """The MLP's mean softmax cross-entropy in tapegrad (``variables``: ``[w1, b1, ...]``)."""
+    w1, b1, w2, b2, w3, b3 = variables
+    h1 = tg.nn.relu(tg.matmul(x, w1) + b1)
+    h2 = tg.nn.relu(tg.matmul(h1, w2) + b2)
+    logits = tg.matmul(h2, w3) + b3
+    return tg.mean(tg.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+
+
 def make_step_tapegrad(x, labels, params, lr=0.01):
     """A closure running one SGD step of the same MLP in tapegrad; returns the loss."""
     x = tg.constant(x)
@@ -116,13 +125,8 @@ def make_step_tapegrad(x, labels, params, lr=0.01):
     opt = tg.optimizers.SGD(learning_rate=lr)
 
     def step():
-        w1, b1, w2, b2, w3, b3 = variables
         with tg.GradientTape() as tape:
-            h1 = tg.nn.relu(tg.matmul(x, w1) + b1)
-            h2 = tg.nn.relu(tg.matmul(h1, w2) + b2)
-            logits = tg.matmul(h2, w3) + b3
-            loss = tg.mean(tg.nn.sparse_softmax_cross_entropy_with_logits(
-                labels=labels, logits=logits))
+            loss = mlp_loss(x, labels, variables)
         grads = tape.gradient(loss, variables)
         opt.apply_gradients(zip(grads, variables))
         return float(loss)
