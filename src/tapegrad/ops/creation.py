@@ -1,6 +1,8 @@
-"""Creation functions (Array API names). Their results are constants: no tape records them,
-except ``tril``/``triu`` and ``meshgrid``, which are built from differentiable inputs, and
-``asarray`` of a Tensor when it copies or casts it (``astype``).
+"""Creation functions (Array API names) that need no other op. Their results are constants: no
+tape records them, except ``tril``/``triu``, masks of a differentiable input. The two creation
+functions built from other ops live above those ops: ``asarray`` (a Tensor it copies or casts
+is ``astype``) in :mod:`.conversion`, ``meshgrid`` (``reshape`` and ``broadcast_to``) in
+:mod:`.manipulation`.
 
 The backend that creates an array: for ``*_like``, ``asarray`` of a backend array and
 ``from_dlpack`` of a Tensor, the argument's own; otherwise the default backend (NumPy unless
@@ -12,7 +14,6 @@ tapegrad (NumPy) dtype, translated for the backend; without it the backend's def
 """
 from __future__ import annotations
 
-from .. import _backend
 from .._backend import default_namespace as _default_namespace
 from .._backend import namespace as _ns
 from .._backend import xp_dtype as _xp_dtype
@@ -32,37 +33,6 @@ def _xp(device):
     if device is None:
         return _default_namespace()
     return _namespace_of(device)
-
-
-def asarray(obj, /, *, dtype=None, device=None, copy=None):
-    """A Tensor from a scalar, nested sequence, backend array or Tensor (Array API ``asarray``).
-
-    dtype: by default inferred (Python floats: the backend's default float, ints: its default
-    integer). A Tensor's or non-NumPy backend array stays on its own backend; Python data and
-    NumPy arrays go to the default backend (or to the library of ``device``). ``copy``: True
-    always copies, False raises ``ValueError`` if a copy is needed, None copies only if
-    needed: so ``asarray(numpy_array)`` shares the array's memory, and writing into the array
-    later changes the Tensor and any gradient computed from it (use ``copy=True``, or
-    :func:`constant`, which always copies). A Tensor of the requested dtype and device is
-    returned unchanged unless
-    ``copy=True`` (Tensors are immutable). The result is a constant (no tape records it),
-    except for a Tensor copied or cast on its own backend (``device`` None): that is
-    ``astype``, differentiable, so that array-API code which copies or casts its input
-    (``xp.asarray(x, copy=True)``) keeps the gradient.
-    """
-    tensor = isinstance(obj, Tensor)
-    if tensor:
-        if ((dtype is None or obj.dtype == dtype) and (device is None or device == obj.device)
-                and not copy):
-            return obj
-        if device is None and copy is not False:
-            return astype(obj, obj.dtype if dtype is None else dtype)
-        obj = obj._value
-    if device is None:  # a Tensor's array stays on its backend; other data: see _backend.asarray
-        return Tensor(_backend.asarray(obj, dtype=dtype, xp=_ns(obj) if tensor else None,
-                                       copy=copy))
-    xp = _xp(device)
-    return Tensor(xp.asarray(obj, dtype=_xp_dtype(xp, dtype), device=device, copy=copy))
 
 
 def zeros(shape, *, dtype=None, device=None):
@@ -211,39 +181,5 @@ def triu(x, /, *, k=0):
     return _triu(x, k=k)
 
 
-def meshgrid(*arrays, indexing="xy"):
-    """Coordinate grids from 1-d tensors (Array API ``meshgrid``); differentiable.
-
-    arrays: ``n`` 1-d tensors of sizes ``N1..Nn``. indexing: ``"xy"`` (Cartesian: the first two
-    output axes swapped, shape ``(N2, N1, N3, ...)``) or ``"ij"`` (matrix: ``(N1, ..., Nn)``).
-    Returns a list of ``n`` tensors of that shape, output ``i`` varying along input ``i``'s axis;
-    each keeps its input's dtype. Raises ``ValueError`` for a non-1-d input or another
-    ``indexing``. Built from ``reshape`` and ``broadcast_to``, so the gradient of each input is
-    its output's cotangent summed over the other axes.
-    """
-    if indexing not in ("xy", "ij"):
-        raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
-    for i, a in enumerate(arrays):
-        if len(getattr(a, "shape", ())) != 1:
-            raise ValueError(f"meshgrid: array {i} has shape {tuple(getattr(a, 'shape', ()))}; "
-                             "every array must be 1-d (flatten it with reshape(x, (-1,)))")
-    sizes = [a.shape[0] for a in arrays]
-    axes = list(range(len(arrays)))
-    if indexing == "xy" and len(arrays) > 1:
-        axes[0], axes[1] = 1, 0
-    shape = [0] * len(arrays)
-    for a, n in zip(axes, sizes):
-        shape[a] = n
-    out = []
-    for a, x in zip(axes, arrays):
-        s = [1] * len(arrays)
-        s[a] = shape[a]
-        out.append(broadcast_to(reshape(x, tuple(s)), tuple(shape)))
-    return out
-
-
-from .elementwise import astype  # noqa: E402  (elementwise imports creation at its end)
-from .manipulation import broadcast_to, reshape  # noqa: E402  (manipulation imports no creation)
-
-__all__ = ["asarray", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like",
-           "empty_like", "arange", "linspace", "eye", "from_dlpack", "tril", "triu", "meshgrid"]
+__all__ = ["zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like", "empty_like",
+           "arange", "linspace", "eye", "from_dlpack", "tril", "triu"]

@@ -24,9 +24,12 @@ import numpy as _np
 from .._backend import namespace as _ns
 from .._backend import np_dtype as _np_dtype
 from .._backend import xp_dtype
+from .._registry import Arg, RegisterGradient, Sample, no_gradient, primitive
+from .._tensor import Tensor
+from .creation import ones_like, zeros_like
+from .manipulation import to_device
 
 _ndarray = _np.ndarray
-from .._registry import Arg, RegisterGradient, Sample, no_gradient, primitive
 
 _UNARY_SHAPES = [(3, 4), (), (0, 3), (1,)]
 _BINARY_SHAPES = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 3), (4, 1)), ((), (3,)),
@@ -386,14 +389,9 @@ def astype(x, dtype, /, *, copy=True, device=None):
     """
     y = x if not copy and isinstance(x, Tensor) and x.dtype == dtype else _cast(x, dtype=dtype)
     if device is not None:
-        from .manipulation import to_device
-
         y = to_device(y, device)
     return y
 
-
-from .._tensor import Tensor  # noqa: E402
-from .creation import ones_like, zeros_like  # noqa: E402  (creation imports nothing from here)
 
 __all__ = [r[0] for r in _UNARY] + [r[0] for r in _BINARY] + _NONDIFF_UNARY + _NONDIFF_BINARY + [
     "identity", "stop_gradient", "where", "clip", "astype"]

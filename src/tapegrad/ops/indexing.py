@@ -25,6 +25,10 @@ from .._backend import namespace as _ns
 from .._backend import register_kernel as _register_kernel
 from .._registry import RegisterGradient, Sample, primitive
 from .._tensor import Tensor, Variable
+from .creation import zeros_like
+from .elementwise import where
+from .manipulation import reshape
+from .reductions import _sum_to
 
 _IDX = np.asarray
 _KEY_SAMPLES = [
@@ -330,10 +334,5 @@ def setitem(x, key, value, /):
     y = _scatter_update(old, value, key=key)
     x._value, x._id = y._value, y._id
 
-
-from .creation import zeros_like  # noqa: E402  (after the ops: manipulation imports them)
-from .elementwise import where  # noqa: E402
-from .products import _sum_to  # noqa: E402
-from .manipulation import reshape  # noqa: E402
 
 __all__ = ["take", "take_along_axis"]

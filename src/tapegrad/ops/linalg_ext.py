@@ -36,12 +36,13 @@ from .._backend import namespace as _ns
 from .._backend import xp_dtype as _xp_dtype
 from .._registry import Arg, RegisterGradient, Sample, no_gradient, primitive
 from .._tensor import Tensor
-from .creation import asarray, ones_like, zeros_like
+from .conversion import asarray
+from .creation import ones_like, zeros_like
 from .elementwise import abs as _abs
 from .elementwise import astype, sign, where
-from .products import _sum_to, matmul
+from .products import matmul
 from .manipulation import _shape, concat, expand_dims, matrix_transpose, reshape
-from .reductions import _kept_shape
+from .reductions import _kept_shape, _sum_to
 from .reductions import max as _max
 from .reductions import min as _min
 from .reductions import sum as _sum

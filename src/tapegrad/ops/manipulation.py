@@ -1,9 +1,12 @@
-"""Shape manipulation (Array API names), forward and gradient side by side.
+"""Shape manipulation (Array API names), forward and gradient side by side, and ``to_device``.
 
 Every op here only moves elements around, so every gradient moves the cotangent back the
 same way (reshape back, inverse permutation, flip again, slice the concatenation apart,
-unstack the stack, ...). Errors of the backend are re-raised with the op name and shapes only
-when they happen, so the fast path pays nothing for them.
+unstack the stack, ...), with no op of another family: the other families' gradients build on
+these. ``moveaxis``, ``broadcast_arrays`` and ``meshgrid`` (an Array API creation function) are
+compositions of them. ``tile`` and ``repeat``, whose gradients sum copies, are in
+:mod:`.repetition`. Errors of the backend are re-raised with the op name and shapes only when
+they happen, so the fast path pays nothing for them.
 """
 from __future__ import annotations
 
@@ -287,7 +290,7 @@ def unstack(x, /, *, axis=0):
     return _unstack(x, axis=axis)
 
 
-# --- moveaxis, broadcast_arrays (compositions of differentiable ops) --------------------------
+# --- moveaxis, broadcast_arrays, meshgrid (compositions of differentiable ops) ----------------
 def _axes_tuple(fn, what, axes, ndim) -> tuple:
     axes = (axes,) if isinstance(axes, int) else tuple(axes)
     out = []
@@ -344,7 +347,38 @@ def broadcast_arrays(*arrays):
     return [broadcast_to(a, shape) for a in arrays]
 
 
-# --- roll, tile, repeat --------------------------------------------------------------------------
+def meshgrid(*arrays, indexing="xy"):
+    """Coordinate grids from 1-d tensors (Array API ``meshgrid``); differentiable.
+
+    arrays: ``n`` 1-d tensors of sizes ``N1..Nn``. indexing: ``"xy"`` (Cartesian: the first two
+    output axes swapped, shape ``(N2, N1, N3, ...)``) or ``"ij"`` (matrix: ``(N1, ..., Nn)``).
+    Returns a list of ``n`` tensors of that shape, output ``i`` varying along input ``i``'s axis;
+    each keeps its input's dtype. Raises ``ValueError`` for a non-1-d input or another
+    ``indexing``. Built from ``reshape`` and ``broadcast_to``, so the gradient of each input is
+    its output's cotangent summed over the other axes.
+    """
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+    for i, a in enumerate(arrays):
+        if len(getattr(a, "shape", ())) != 1:
+            raise ValueError(f"meshgrid: array {i} has shape {tuple(getattr(a, 'shape', ()))}; "
+                             "every array must be 1-d (flatten it with reshape(x, (-1,)))")
+    sizes = [a.shape[0] for a in arrays]
+    axes = list(range(len(arrays)))
+    if indexing == "xy" and len(arrays) > 1:
+        axes[0], axes[1] = 1, 0
+    shape = [0] * len(arrays)
+    for a, n in zip(axes, sizes):
+        shape[a] = n
+    out = []
+    for a, x in zip(axes, arrays):
+        s = [1] * len(arrays)
+        s[a] = shape[a]
+        out.append(broadcast_to(reshape(x, tuple(s)), tuple(shape)))
+    return out
+
+
+# --- roll ----------------------------------------------------------------------------------------
 @primitive("Roll", samples=[Sample((5,), shift=2), Sample((3, 4), shift=-1, axis=1),
                             Sample((3, 4), shift=(1, 2), axis=(0, 1)), Sample((3, 4), shift=5),
                             Sample((), shift=1), Sample((0, 3), shift=1, axis=1),
@@ -382,86 +416,6 @@ def roll(x, /, shift, *, axis=None):
     return _roll(x, shift=shift, axis=axis)
 
 
-@primitive("Tile", samples=[Sample((2, 3), repetitions=(2, 1)), Sample((3,), repetitions=(2, 2)),
-                            Sample((2, 3, 1), repetitions=(3,)), Sample((), repetitions=(2,)),
-                            Sample((0, 2), repetitions=(2, 2)), Sample((2,), repetitions=(0,)),
-                            Sample((1, 1), repetitions=(1, 1))])
-def _tile(x, *, repetitions):
-    return _ns(x).tile(x, repetitions)
-
-
-@RegisterGradient("Tile")
-def _tile_grad(op, dy):
-    # y[r_0 * s_0 + i_0, ...] = x[i_0, ...]: view dy as (r_0, s_0, r_1, s_1, ...), sum the r axes
-    from .reductions import sum as _sum
-
-    x = op.inputs[0]
-    reps, shape = op.attrs["repetitions"], x.shape
-    n = max(len(reps), len(shape))
-    reps = (1,) * (n - len(reps)) + tuple(reps)
-    padded = (1,) * (n - len(shape)) + tuple(shape)
-    split = tuple(d for pair in zip(reps, padded) for d in pair)
-    return reshape(_sum(reshape(dy, split), axis=tuple(range(0, 2 * n, 2))), shape)
-
-
-def tile(x, repetitions, /):
-    """Tile ``x`` ``repetitions[i]`` times along axis ``i`` (Array API ``tile``).
-
-    repetitions: a tuple of non-negative ints; if shorter than ``x.ndim`` it is padded with
-    leading 1s, if longer ``x`` gets leading size-1 axes. Result: shape
-    ``padded_shape * padded_repetitions``. Gradient: the cotangent summed over the tiles.
-    """
-    return _tile(x, repetitions=tuple(repetitions))
-
-
-@primitive("Repeat", samples=[
-    Sample((4,), repeats=2, axis=0), Sample((2, 3), repeats=_np.asarray([1, 0, 2]), axis=1),
-    Sample((3, 2), repeats=3, axis=-2), Sample((0, 2), repeats=2, axis=0),
-    Sample((1,), repeats=_np.asarray([3]), axis=0), Sample((2, 2), repeats=0, axis=1)])
-def _repeat(x, *, repeats, axis):
-    xp = _ns(x)
-    if not isinstance(repeats, int):
-        repeats = xp.asarray(repeats)
-    try:
-        return xp.repeat(x, repeats, axis=axis)
-    except (ValueError, IndexError) as e:
-        raise ValueError(f"repeat: cannot repeat a tensor of shape {_shape(x)} {repeats} times "
-                         f"along axis {axis}: {e}") from e
-
-
-@RegisterGradient("Repeat")
-def _repeat_grad(op, dy):
-    # each output position reads one input position: the cotangent summed back per input
-    x = op.inputs[0]
-    axis = op.attrs["axis"] % x.ndim
-    r = op.attrs["repeats"]
-    n = x.shape[axis]
-    if isinstance(r, int):  # view dy as (..., n, r, ...) and sum the copies
-        from .reductions import sum as _sum
-
-        return _sum(reshape(dy, x.shape[:axis] + (n, r) + x.shape[axis + 1:]), axis=axis + 1)
-    xp = _ns(r)
-    source = xp.repeat(xp.arange(n), r)  # the input position of each output position (constant)
-    return _scatter_add(dy, shape=x.shape, key=(slice(None),) * axis + (source,))
-
-
-def repeat(x, repeats, /, *, axis=None):
-    """Repeat each element of ``x`` along ``axis`` (Array API ``repeat``).
-
-    repeats: a non-negative int, or a 1-d integer array/Tensor of ``x.shape[axis]`` counts (or
-    one count). axis: None flattens ``x`` first (result 1-d). Result: ``x``'s shape with the
-    total count along ``axis``. Raises ``ValueError`` for bad counts. Gradient: the cotangent
-    summed over each element's copies (a scatter-add for per-element counts).
-    """
-    if isinstance(repeats, Tensor):
-        repeats = repeats._value
-    if not isinstance(repeats, int):  # counts as an array of x's backend
-        repeats = _ns(x._value if isinstance(x, Tensor) else x).asarray(repeats)
-    if axis is None:
-        x, axis = reshape(x, (-1,)), 0
-    return _repeat(x, repeats=repeats, axis=axis)
-
-
 # --- to_device -----------------------------------------------------------------------------------
 @primitive("ToDevice", samples=[Sample((3,), device="cpu"), Sample((), device="cpu"),
                                 Sample((0, 2), device="cpu")])
@@ -496,8 +450,6 @@ def to_device(x, device, /, *, stream=None):
     return _to_device(x, device=device, stream=stream)
 
 
-from .indexing import _scatter_add  # noqa: E402  (indexing imports no manipulation)
-
 __all__ = ["reshape", "broadcast_to", "permute_dims", "matrix_transpose", "expand_dims",
            "squeeze", "flip", "concat", "stack", "unstack", "moveaxis", "broadcast_arrays",
-           "roll", "tile", "repeat", "to_device"]
+           "meshgrid", "roll", "to_device"]

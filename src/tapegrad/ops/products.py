@@ -9,17 +9,7 @@ from __future__ import annotations
 from .._backend import namespace as _ns
 from .._registry import RegisterGradient, Sample, primitive
 from .manipulation import _shape, expand_dims, matrix_transpose, permute_dims, reshape
-from .reductions import sum as _sum
-
-
-def _sum_to(g, shape):
-    """Sum ``g`` over the leading axes and the axes where ``shape`` has 1 (undo broadcasting)."""
-    lead = g.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1)
-    if axes:
-        g = _sum(g, axis=axes)
-    return g if g.shape == tuple(shape) else reshape(g, shape)
+from .reductions import _sum_to
 
 
 # --- matmul ----------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 The gradient of a reduction broadcasts the cotangent back over the reduced axes: with
 ``keepdims=False`` it is first reshaped to the kept-dims shape, then broadcast to the input.
+``_sum_to`` (a sum that undoes broadcasting) serves the gradients of the families above.
 """
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import math
 from .._backend import namespace as _ns
 from .._backend import xp_dtype as _xp_dtype
 from .._registry import RegisterGradient, Sample, no_gradient, primitive
-from .creation import asarray, ones_like
+from .conversion import asarray
+from .creation import ones_like
 from .elementwise import astype, logical_and, logical_or, where
 from .manipulation import broadcast_to, flip, reshape
 
@@ -101,6 +103,16 @@ def sum(x, /, *, axis=None, dtype=None, keepdims=False):  # noqa: A001 - Array A
     with ``keepdims``). Gradient: the cotangent broadcast over the reduced axes.
     """
     return _sum(x, axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+def _sum_to(g, shape):
+    """Sum ``g`` over the leading axes and the axes where ``shape`` has 1 (undo broadcasting)."""
+    lead = g.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1)
+    if axes:
+        g = _sum(g, axis=axes)
+    return g if g.shape == tuple(shape) else reshape(g, shape)
 
 
 def mean(x, /, *, axis=None, keepdims=False):

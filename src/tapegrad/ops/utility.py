@@ -5,7 +5,7 @@ gradient is theirs: the transposed difference of the cotangent).
 from __future__ import annotations
 
 from .._registry import no_gradient, primitive
-from .creation import asarray
+from .conversion import asarray
 from .elementwise import subtract
 from .indexing import getitem
 from .manipulation import broadcast_to, concat
