@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+import weakref
 
 import numpy as np
 
@@ -24,6 +25,7 @@ _SCALARS = (bool, int, float, complex)
 _raw_access_hook = None  # set by _records: notes raw-array reads inside gradient functions
 _conversion_hook = None  # set by _records: warns when a traced tensor leaves for NumPy
 _API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")
+_variables = weakref.WeakValueDictionary()  # id -> every live Variable (tg.function lifts them)
 
 
 class Tensor:
@@ -198,6 +200,7 @@ class Variable(Tensor):
         super().__init__(_backend.asarray(_numeric(value, "Variable"), dtype=dtype, copy=True))
         self.trainable = bool(trainable)
         self.name = name if name is not None else f"Variable:{self._id}"
+        _variables[self._id] = self
 
     def assign(self, value):
         """Set the value; ``value`` must have this Variable's shape. Returns the Variable.
@@ -362,6 +365,11 @@ def convert_to_tensor(value, dtype=None, *, default_float=None) -> Tensor:
             )
         return value
     return constant(value, dtype, default_float=default_float)
+
+
+def live_variables() -> list:
+    """Every Variable that is still referenced, in no particular order."""
+    return list(_variables.values())
 
 
 def _raw(a):

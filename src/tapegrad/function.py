@@ -1,0 +1,454 @@
+"""``tg.function``: trace a Python function once per signature, compile it with XLA through JAX.
+
+tapegrad runs on JAX arrays like on any Array API library, so calling the Python function on
+Tensors that wrap JAX tracers turns every tapegrad op it runs (forwards, tapes, gradient
+functions, custom gradients, overrides, hooks) into JAX operations: ``jax.make_jaxpr`` records
+them once per signature and ``jax.jit`` compiles the program with XLA. No compiler is written
+here; this module only decides what is an input, what is state and what is an output.
+
+* **Signature**: the shapes and dtypes of the Tensor (and array) arguments, the values of the
+  other (hashable) Python arguments, the identity of Variable arguments, and the structure of
+  nested tuples, lists and dicts.
+* **Variables** the function reads or assigns are lifted: every live Variable is an input of
+  the trace, the ones it uses (found in the program) are passed on each call and the ones it
+  assigns are outputs, written back after the call. Variables created by the first call are
+  kept (their values written back) and the function is traced once more with them as state;
+  creating a Variable on a later trace raises ``ValueError``, as in TensorFlow.
+* **Gradients through a call**: under a recording ``GradientTape`` that traces an input (or
+  reads a trainable Variable), the call is recorded as one op whose gradient is itself a
+  compiled function (the VJP of a replay of the Python function), differentiable again.
+* JAX's 64-bit mode is on while tapegrad traces and runs compiled programs, so results have
+  the dtypes eager execution gives. Results are arrays of the default backend (NumPy unless
+  ``TAPEGRAD_ARRAY_BACKEND`` says otherwise).
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import types
+import warnings
+
+import numpy as np
+
+from . import _backend, _records, config
+from ._records import record_outputs
+from ._tape import GradientTape, UnconnectedGradients
+from ._tensor import Tensor, Variable, live_variables
+from .errors import describe_fn
+
+__all__ = ["function", "Function", "TensorSpec"]
+
+_JAX_HINT = 'install JAX with: pip install "tapegrad[jit]"'
+_OWN_DIRS = (os.path.dirname(__file__),)
+
+
+def _jax():
+    """The ``jax`` module; raises ``ImportError`` saying how to install it."""
+    try:
+        import jax
+    except ImportError:
+        raise ImportError(f"tg.function(jit_compile=True) compiles with XLA through JAX, which "
+                          f"is not installed; {_JAX_HINT}, or use jit_compile=False") from None
+    return jax
+
+
+def _has_jax() -> bool:
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class TensorSpec:
+    """The shape and dtype of a Tensor argument (``tf.TensorSpec``), for ``input_signature``.
+
+    ``shape``: a tuple of ints, ``None`` for a dimension of any size; ``dtype``: a tapegrad
+    dtype (default float32); ``name``: a label.
+    """
+
+    def __init__(self, shape, dtype=np.float32, name=None):
+        self.shape = tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.name = name
+
+    def is_compatible_with(self, value) -> bool:
+        """True if ``value`` (a Tensor or array) has a shape and dtype this spec admits."""
+        shape = tuple(value.shape)
+        return (len(shape) == len(self.shape) and all(
+            s is None or s == d for s, d in zip(self.shape, shape))
+            and _backend.np_dtype(value.dtype) == self.dtype)
+
+    def __repr__(self):
+        return f"TensorSpec(shape={self.shape}, dtype={self.dtype.name}, name={self.name!r})"
+
+
+def function(func=None, *, input_signature=None, jit_compile=None, reduce_retracing=False):
+    """Compile ``func`` with XLA: traced once per signature, then run as one program.
+
+    Usable as ``@tg.function`` or ``@tg.function(jit_compile=True)`` (TensorFlow 2's names).
+
+    Args:
+        func: a Python function of Tensors, arrays, Variables and Python values (also nested in
+            tuples, lists and dicts) that returns Tensors, Python values or ``None`` (also
+            nested).
+        input_signature: a sequence of :class:`TensorSpec`, one per positional argument; calls
+            whose Tensors do not fit raise ``TypeError``.
+        jit_compile: ``True`` compiles (needs JAX), ``False`` runs eagerly (for debugging),
+            ``None`` compiles when JAX is installed and otherwise runs eagerly, warning once.
+        reduce_retracing: accepted for TensorFlow compatibility; every distinct signature is
+            traced.
+
+    Returns a :class:`Function`. Calls raise ``ImportError`` if ``jit_compile=True`` and JAX is
+    missing, ``TypeError`` for an unhashable Python argument, ``ValueError`` when a trace other
+    than the first creates a Variable, and a ``TypeError`` naming the line when the function
+    needs the value of a traced tensor (a Python ``if`` on a tensor, ``float()``, ``.numpy()``)
+    or runs an op whose output shape depends on values (``nonzero``, ``unique_values``, boolean
+    masks).
+    """
+    if func is None:
+        return functools.partial(function, input_signature=input_signature,
+                                 jit_compile=jit_compile, reduce_retracing=reduce_retracing)
+    return Function(func, input_signature, jit_compile)
+
+
+class Function:
+    """A compiled Python function (made by :func:`function`); call it like the function."""
+
+    def __init__(self, func, input_signature=None, jit_compile=None):
+        if not callable(func):
+            raise TypeError(f"tg.function: expected a function, got {type(func).__name__}")
+        if jit_compile not in (None, True, False):
+            raise TypeError(f"tg.function: jit_compile must be True, False or None, got "
+                            f"{jit_compile!r}")
+        functools.update_wrapper(self, func)
+        self._func = func
+        self._signature = None if input_signature is None else list(input_signature)
+        self._jit_compile = jit_compile
+        self._programs = {}
+        self._traces = 0
+        self._warned = False
+
+    def experimental_get_tracing_count(self) -> int:
+        """The number of signatures traced so far (one per signature)."""
+        return self._traces
+
+    def __get__(self, obj, objtype=None):
+        return self if obj is None else types.MethodType(self, obj)
+
+    def __repr__(self):
+        return f"<tg.Function {describe_fn(self._func)}>"
+
+    def __call__(self, *args, **kwargs):
+        if self._signature is not None:
+            self._check_signature(args)
+        if not self._compiles():
+            return self._func(*args, **kwargs)
+        jax = _jax()
+        leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
+        if any(isinstance(_raw(x), jax.core.Tracer) for x in leaves):
+            return self._func(*args, **kwargs)  # called while another function is traced: inline
+        key = (treedef, tuple(_leaf_key(x, self.__name__) for x in leaves))
+        program = self._programs.get(key)
+        with jax.enable_x64(True):
+            if program is None:
+                program = _Program(self, treedef, leaves, first=self._traces == 0)
+                self._traces += 1
+                if program.created:  # the first call created Variables: run, then trace again
+                    self._programs.pop(key, None)
+                    return program.run(leaves)
+                self._programs[key] = program
+            return program.run(leaves)
+
+    def _compiles(self) -> bool:
+        if config.functions_run_eagerly() or self._jit_compile is False:
+            return False
+        if self._jit_compile is True or _has_jax():
+            return True
+        if not self._warned:
+            self._warned = True
+            warnings.warn(f"tg.function({self.__name__}): JAX is not installed, so the function "
+                          f"runs eagerly (not compiled); {_JAX_HINT}", stacklevel=3)
+        return False
+
+    def _check_signature(self, args):
+        if len(args) != len(self._signature):
+            raise TypeError(f"{self.__name__}: input_signature has {len(self._signature)} "
+                            f"TensorSpec(s) but the call passes {len(args)} positional "
+                            "argument(s)")
+        for k, (a, spec) in enumerate(zip(args, self._signature)):
+            if not (hasattr(a, "shape") and spec.is_compatible_with(a)):
+                got = (f"shape {tuple(a.shape)} and dtype {_backend.np_dtype(a.dtype)}"
+                       if hasattr(a, "shape") else f"a {type(a).__name__}")
+                raise TypeError(f"{self.__name__}: argument {k} has {got}, which does not fit "
+                                f"its input_signature {spec!r}")
+
+
+def _is_array(x) -> bool:
+    return isinstance(x, (np.ndarray, np.generic)) or (
+        not isinstance(x, Tensor) and hasattr(x, "__array_namespace__"))
+
+
+def _leaf_key(x, name):
+    """What of an argument leaf the signature depends on."""
+    if isinstance(x, Variable):
+        return ("variable", id(x))
+    if isinstance(x, Tensor) or _is_array(x):
+        v = x._value if isinstance(x, Tensor) else x
+        return ("tensor", tuple(v.shape), str(_backend.np_dtype(v.dtype)))
+    try:
+        hash(x)
+    except TypeError:
+        raise TypeError(f"{name}: an argument of type {type(x).__name__} is neither a Tensor "
+                        "nor a hashable Python value; tg.function traces once per value of a "
+                        "Python argument, so pass it as a Tensor or a tuple") from None
+    return ("static", type(x).__name__, x)
+
+
+def _to_default_backend(a):
+    """A compiled program's output array as an array of the default backend."""
+    xp = _backend.default_namespace()
+    return np.asarray(a) if xp is np else _backend.asarray(np.asarray(a), xp=xp)
+
+
+class _Program:
+    """One traced and compiled signature of a :class:`Function`."""
+
+    def __init__(self, owner, treedef, leaves, first):
+        jax = _jax()
+        self.name = owner.__name__
+        self.func = owner._func
+        self.treedef = treedef
+        self.dynamic = [k for k, x in enumerate(leaves)
+                        if (isinstance(x, Tensor) and not isinstance(x, Variable)) or _is_array(x)]
+        candidates = [v for v in live_variables() if not isinstance(v._value, jax.core.Tracer)]
+        known = {id(v) for v in candidates}
+        info = {}
+
+        def pure(var_vals, dyn_vals):
+            saved = [v._value for v in candidates]
+            try:
+                for v, val in zip(candidates, var_vals):
+                    v._value = val
+                args, kwargs = self._arguments(leaves, dyn_vals)
+                out = self.func(*args, **kwargs)
+                out_leaves, out_tree = jax.tree_util.tree_flatten(out)
+                tensors = [k for k, o in enumerate(out_leaves) if isinstance(o, Tensor)]
+                changed = [k for k, (v, val) in enumerate(zip(candidates, var_vals))
+                           if v._value is not val]
+                created = [v for v in live_variables() if id(v) not in known]
+                info.update(out_leaves=out_leaves, out_tree=out_tree, tensors=tensors,
+                            changed=changed, created=created)
+                return ([out_leaves[k]._value for k in tensors],
+                        [candidates[k]._value for k in changed],
+                        [v._value for v in created])
+            finally:
+                for v, s in zip(candidates, saved):
+                    v._value = s
+
+        var_avals = [jax.ShapeDtypeStruct(v.shape, v._value.dtype) for v in candidates]
+        dyn_avals = [jax.ShapeDtypeStruct(tuple(leaves[k].shape), _raw(leaves[k]).dtype)
+                     for k in self.dynamic]
+        try:
+            closed = jax.make_jaxpr(pure)(var_avals, dyn_avals)
+        except Exception as e:  # noqa: BLE001 - re-raised, explained where it is a tracing error
+            raise _explained(e, self.name) from e
+        self.created = info["created"]
+        if self.created and not first:
+            names = ", ".join(repr(v.name) for v in self.created)
+            raise ValueError(
+                f"tg.function({self.name}) only supports Variables created on the first call "
+                f"(as tf.function); this trace created {names}. Create them once, outside the "
+                "function or on its first call (e.g. `if self.v is None: self.v = tg.Variable(...)`)")
+        used_ids = _used_inputs(closed.jaxpr)
+        var_invars = closed.jaxpr.invars[:len(candidates)]
+        self.used = [k for k, iv in enumerate(var_invars) if id(iv) in used_ids]
+        self.variables = [candidates[k] for k in self.used]
+        self.changed = [candidates[k] for k in info["changed"]]
+        self.out_leaves, self.out_tree, self.tensors = (info["out_leaves"], info["out_tree"],
+                                                         info["tensors"])
+        from jax.extend.core import jaxpr_as_fun
+
+        fun = jaxpr_as_fun(closed)
+        used, n = set(self.used), len(candidates)
+        fill = [(v.shape, v._value.dtype) for v in candidates]
+
+        def program(used_vals, dyn_vals):
+            it = iter(used_vals)
+            full = [next(it) if k in used else jax.numpy.zeros(*fill[k]) for k in range(n)]
+            return fun(*full, *dyn_vals)
+
+        self.compiled = jax.jit(program)
+        self.replay = self._replay_function(candidates)
+
+    def _arguments(self, leaves, dyn_vals):
+        lv = list(leaves)
+        for k, val in zip(self.dynamic, dyn_vals):
+            lv[k] = Tensor(val)
+        return _jax().tree_util.tree_unflatten(self.treedef, lv)
+
+    def run(self, leaves):
+        """Call the compiled program on the leaves of a call's arguments; returns the result."""
+        variables = self.variables
+        dyn = [_raw(leaves[k]) for k in self.dynamic]
+        flat = self.compiled([v._value for v in variables], dyn)
+        n_out, n_changed = len(self.tensors), len(self.changed)
+        outs = [Tensor(_to_default_backend(a)) for a in flat[:n_out]]
+        for v, a in zip(self.changed, flat[n_out:n_out + n_changed]):
+            v._value = _to_default_backend(a)
+        for v, a in zip(self.created, flat[n_out + n_changed:]):
+            v._value = _to_default_backend(a)
+        if _records.recording_tapes():
+            self._record(leaves, variables, outs)
+        result = list(self.out_leaves)
+        for k, t in zip(self.tensors, outs):
+            result[k] = t
+        return _jax().tree_util.tree_unflatten(self.out_tree, result)
+
+    # --- gradients through a call -------------------------------------------------------------
+    def _replay_function(self, candidates):
+        """The call as a pure function of (dynamic tensors, used Variables' values): the Python
+        function replayed with the Variables bound to the given values, writes discarded."""
+        variables = [candidates[k] for k in self.used]
+        n_dyn = len(self.dynamic)
+
+        def replay(*tensors):
+            saved = [v._value for v in variables]
+            try:
+                for v, t in zip(variables, tensors[n_dyn:]):
+                    v._value = t._value
+                args, kwargs = self._arguments_from_tensors(tensors[:n_dyn])
+                out_leaves = _jax().tree_util.tree_leaves(self.func(*args, **kwargs))
+                return [o for o in out_leaves if isinstance(o, Tensor)]
+            finally:
+                for v, s in zip(variables, saved):
+                    v._value = s
+
+        replay.__name__ = self.name
+        return replay
+
+    def _arguments_from_tensors(self, tensors):
+        lv = list(self._leaves_template)
+        for k, t in zip(self.dynamic, tensors):
+            lv[k] = t
+        return _jax().tree_util.tree_unflatten(self.treedef, lv)
+
+    def _record(self, leaves, variables, outs):
+        inputs = [leaves[k] if isinstance(leaves[k], Tensor) else Tensor(_raw(leaves[k]))
+                  for k in self.dynamic]
+        self._leaves_template = list(leaves)
+        floating = [o for o in outs if _backend.is_floating(o._value.dtype)]
+        if not floating:
+            return
+        record_outputs(_CallDef(self.name, self.replay, len(inputs), variables),
+                       (*inputs, *variables), {}, tuple(outs))
+
+
+def _raw(x):
+    return x._value if isinstance(x, Tensor) else x
+
+
+def _used_inputs(jaxpr) -> set:
+    """ids of the jaxpr's variables that an equation or an output reads."""
+    used = {id(v) for eqn in jaxpr.eqns for v in eqn.invars}
+    used.update(id(v) for v in jaxpr.outvars)
+    return used
+
+
+# --- the op a compiled call is on an outer tape, and its compiled gradient ---------------------
+class _CallDef:
+    """Op-type entry of one compiled call recorded on an outer tape."""
+
+    differentiable = True
+    surrogate = False
+    is_custom = True
+    reads = 3
+    reads_name = "both"
+
+    def __init__(self, name, replay, n_args, variables):
+        self.type = f"Function:{name}"
+        self.forward_function = replay
+        self.n_args = n_args
+        self.variables = variables
+        self.grad = _vjp_gradient(replay)
+
+    def param_name(self, i):
+        if i < self.n_args:
+            return f"args[{i}]"
+        return f"variables[{i - self.n_args}] ({self.variables[i - self.n_args].name})"
+
+    def replay(self, attrs):
+        return self.forward_function
+
+
+def _vjp_gradient(fn):
+    """The gradient function of a recorded call of the pure function ``fn``: the VJP of ``fn``,
+    compiled, and recorded in turn on the tapes that record the gradient computation."""
+    def gradient(op, *dys):
+        xs = op.inputs
+        floating = tuple(k for k, o in enumerate(op.outputs)
+                         if _backend.is_floating(o._value.dtype))
+        return list(_compiled_vjp(fn, len(xs), floating)(*xs, *[dys[k] for k in floating]))
+
+    gradient.__wrapped__ = fn
+    return gradient
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_vjp(fn, n_inputs, floating):
+    """A :class:`Function` computing ``fn``'s VJP: ``(xs, dys) -> gradients of xs``."""
+    def vjp(*tensors):
+        xs, dys = tensors[:n_inputs], tensors[n_inputs:]
+        with GradientTape() as tape:
+            tape.watch(list(xs))
+            ys = fn(*xs)
+        targets = [ys[k] for k in floating]
+        return tuple(tape.gradient(targets, list(xs), output_gradients=list(dys),
+                                   unconnected_gradients=UnconnectedGradients.ZERO))
+
+    vjp.__name__ = f"{getattr(fn, '__name__', 'fn')}_vjp"
+    return Function(vjp, jit_compile=True)
+
+
+# --- errors -----------------------------------------------------------------------------------
+def _explained(error, name):
+    """``error`` as a ``TypeError`` that names the user's line and what to do, for JAX's
+    tracing errors; other errors unchanged."""
+    jax = _jax()
+    kinds = (jax.errors.ConcretizationTypeError, jax.errors.TracerArrayConversionError,
+             jax.errors.TracerBoolConversionError, jax.errors.TracerIntegerConversionError,
+             jax.errors.NonConcreteBooleanIndexError)
+    if not isinstance(error, kinds):
+        return error
+    site, op_type = _site(error.__traceback__)
+    if isinstance(error, jax.errors.NonConcreteBooleanIndexError) or (
+            op_type is not None and isinstance(error, jax.errors.ConcretizationTypeError)):
+        return TypeError(
+            f"tg.function({name}): op type {op_type!r} (at {site}) has an output whose shape "
+            "depends on the values of its input, which XLA cannot compile (nonzero, "
+            "unique_*, boolean-mask indexing). Use tg.function(jit_compile=False) for this "
+            "function, or compute a fixed-shape result (e.g. tg.where(mask, x, 0))")
+    return TypeError(
+        f"tg.function({name}): the Python code at {site} needs the concrete value of a traced "
+        "tensor (a Python `if`/`while` on a tensor, bool(), float(), int() or .numpy()); "
+        "inside a compiled function values are symbolic. Use tg.where instead of a Python "
+        "branch, move the code out of the function, or use tg.function(jit_compile=False)")
+
+
+def _site(tb):
+    """``("file:line", op type)``: the innermost frame of user code in a traceback, and the
+    tapegrad op that was running there, if any."""
+    site, op_type = "an unknown place", None
+    skip = _OWN_DIRS + tuple(os.path.dirname(m.__file__) for m in
+                             (sys.modules.get("jax"), sys.modules.get("numpy")) if m)
+    while tb is not None:
+        frame = tb.tb_frame
+        name = frame.f_code.co_filename
+        if not name.startswith(skip) and "site-packages" not in name:
+            site = f"{name}:{tb.tb_lineno}"
+        opdef = frame.f_locals.get("opdef") if frame.f_code.co_name == "op" else None
+        if opdef is not None and hasattr(opdef, "type"):
+            op_type = opdef.type
+        tb = tb.tb_next
+    return site, op_type
