@@ -97,6 +97,8 @@ class Tensor:
             try:
                 v = _backend.to_numpy(v)
             except TypeError:  # CuPy refuses implicit conversion
+                if not hasattr(v, "get"):
+                    raise
                 v = v.get()
         a = v.view() if type(v) is np.ndarray else np.asarray(v)
         a.flags.writeable = False

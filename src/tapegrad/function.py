@@ -127,6 +127,7 @@ class Function:
         self._signature = None if input_signature is None else list(input_signature)
         self._jit_compile = jit_compile
         self._programs = {}
+        self._retrace = set()
         self._traces = 0
         self._warned = False
 
@@ -153,11 +154,13 @@ class Function:
         program = self._programs.get(key)
         with jax.enable_x64(True):
             if program is None:
-                program = _Program(self, treedef, leaves, first=self._traces == 0)
-                self._traces += 1
-                if program.created:  # the first call created Variables: run, then trace again
-                    self._programs.pop(key, None)
+                retrace = key in self._retrace  # after a first call that created Variables
+                program = _Program(self, treedef, leaves, first=self._traces == 0 and not retrace)
+                self._traces += not retrace
+                if program.created and not retrace:  # run it once, trace again with them
+                    self._retrace.add(key)
                     return program.run(leaves)
+                self._retrace.discard(key)
                 self._programs[key] = program
             return program.run(leaves)
 
@@ -247,8 +250,9 @@ class _Program:
                 for v, s in zip(candidates, saved):
                     v._value = s
 
-        var_avals = [jax.ShapeDtypeStruct(v.shape, v._value.dtype) for v in candidates]
-        dyn_avals = [jax.ShapeDtypeStruct(tuple(leaves[k].shape), _raw(leaves[k]).dtype)
+        var_avals = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in candidates]
+        dyn_avals = [jax.ShapeDtypeStruct(tuple(leaves[k].shape),
+                                          _backend.np_dtype(_raw(leaves[k]).dtype))
                      for k in self.dynamic]
         try:
             closed = jax.make_jaxpr(pure)(var_avals, dyn_avals)
@@ -272,7 +276,7 @@ class _Program:
 
         fun = jaxpr_as_fun(closed)
         used, n = set(self.used), len(candidates)
-        fill = [(v.shape, v._value.dtype) for v in candidates]
+        fill = [(v.shape, v.dtype) for v in candidates]
 
         def program(used_vals, dyn_vals):
             it = iter(used_vals)
@@ -291,8 +295,8 @@ class _Program:
     def run(self, leaves):
         """Call the compiled program on the leaves of a call's arguments; returns the result."""
         variables = self.variables
-        dyn = [_raw(leaves[k]) for k in self.dynamic]
-        flat = self.compiled([v._value for v in variables], dyn)
+        dyn = [_host(_raw(leaves[k])) for k in self.dynamic]
+        flat = self.compiled([_host(v._value) for v in variables], dyn)
         n_out, n_changed = len(self.tensors), len(self.changed)
         outs = [Tensor(_to_default_backend(a)) for a in flat[:n_out]]
         for v, a in zip(self.changed, flat[n_out:n_out + n_changed]):
@@ -326,6 +330,7 @@ class _Program:
                     v._value = s
 
         replay.__name__ = self.name
+        replay.variables = variables
         return replay
 
     def _arguments_from_tensors(self, tensors):
@@ -347,6 +352,13 @@ class _Program:
 
 def _raw(x):
     return x._value if isinstance(x, Tensor) else x
+
+
+def _host(a):
+    """An input array as JAX takes it: NumPy and JAX arrays as they are, others via NumPy."""
+    if isinstance(a, (np.ndarray, np.generic)) or type(a).__module__.startswith("jax"):
+        return a
+    return _backend.to_numpy(a)
 
 
 def _used_inputs(jaxpr) -> set:
@@ -398,13 +410,16 @@ def _vjp_gradient(fn):
 @functools.lru_cache(maxsize=None)
 def _compiled_vjp(fn, n_inputs, floating):
     """A :class:`Function` computing ``fn``'s VJP: ``(xs, dys) -> gradients of xs``."""
+    variables = list(getattr(fn, "variables", ()))  # bound to the last inputs by the replay
+
     def vjp(*tensors):
         xs, dys = tensors[:n_inputs], tensors[n_inputs:]
+        sources = [*xs[:n_inputs - len(variables)], *variables]
         with GradientTape() as tape:
-            tape.watch(list(xs))
+            tape.watch(sources)
             ys = fn(*xs)
         targets = [ys[k] for k in floating]
-        return tuple(tape.gradient(targets, list(xs), output_gradients=list(dys),
+        return tuple(tape.gradient(targets, sources, output_gradients=list(dys),
                                    unconnected_gradients=UnconnectedGradients.ZERO))
 
     vjp.__name__ = f"{getattr(fn, '__name__', 'fn')}_vjp"

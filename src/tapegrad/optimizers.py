@@ -3,13 +3,16 @@ class per algorithm.
 
 Updates run on backend arrays (optimizers are not differentiated through) and rebind each
 Variable's array through ``assign``/``assign_sub`` (never mutating it in place, so a tape that
-recorded the old value still differentiates at it). Per-variable state ("slots") is keyed by the
-Variable's ``_id``, since Tensors are unhashable, as in TensorFlow.
+recorded the old value still differentiates at it). All state is held in Variables, as in
+Keras 3: ``iterations`` and the per-variable slots (keyed by the Variable's ``_id``, since
+Tensors are unhashable), created on the first step. So ``tg.function`` lifts an optimizer's
+state like a model's weights, and a compiled training step updates it exactly as an eager one.
 """
 from __future__ import annotations
 
-import math
 import warnings
+
+import numpy as np
 
 from . import _backend
 from ._backend import namespace as _ns
@@ -23,14 +26,16 @@ class Optimizer:
     """Base class: validates ``(gradient, variable)`` pairs and calls ``_update`` for each.
 
     Args:
-        learning_rate: a float, or a callable schedule ``step -> float`` called with the
-            current ``iterations`` before each step (as Keras 3 calls a schedule).
+        learning_rate: a float, or a callable schedule ``step -> float`` called before each
+            step with the current ``iterations`` as a 0-d float64 Tensor (as Keras 3 calls a
+            schedule with its step; a Tensor, so that it works in compiled functions too).
         name: a label.
 
-    Attributes: ``iterations``, the number of steps applied (an int, starting at 0).
-    A subclass implements ``_update(variable, value, gradient, learning_rate)`` on backend
+    Attributes: ``iterations``, the number of steps applied (an int64 Variable, starting at
+    0). A subclass implements ``_update(variable, value, gradient, learning_rate)`` on backend
     arrays (``value`` is the variable's current array, ``gradient`` an array of its shape and
-    dtype) and keeps its per-variable state in ``self._slots[variable._id]``.
+    dtype, ``learning_rate`` a float or a 0-d array) and keeps its per-variable state in
+    Variables made by ``_slot(variable, name)``.
     """
 
     def __init__(self, learning_rate, name=None):
@@ -39,12 +44,25 @@ class Optimizer:
                             f"schedule step -> float, got {type(learning_rate).__name__}")
         self.learning_rate = learning_rate
         self.name = name or type(self).__name__
-        self.iterations = 0
+        self.iterations = Variable(np.int64(0), trainable=False, name=f"{self.name}/iterations")
         self._slots = {}
 
     def _current_learning_rate(self):
         lr = self.learning_rate
-        return float(lr(self.iterations)) if callable(lr) else lr
+        if not callable(lr):
+            return lr
+        step = self.iterations._value
+        lr = lr(Tensor(_ns(step).asarray(step, dtype=_ns(step).float64)))
+        return lr._value if isinstance(lr, Tensor) else lr
+
+    def _slot(self, variable, name):
+        """The slot ``name`` of ``variable`` (a Variable of its shape and dtype, starting at 0)."""
+        slots = self._slots.setdefault(variable._id, {})
+        if name not in slots:
+            value = variable._value
+            slots[name] = Variable(_ns(value).zeros_like(value), trainable=False,
+                                   name=f"{self.name}/{variable.name}/{name}")
+        return slots[name]
 
     def apply_gradients(self, grads_and_vars):
         """Apply one step to each Variable from its gradient; return ``iterations`` after it.
@@ -52,7 +70,7 @@ class Optimizer:
         ``grads_and_vars``: an iterable of ``(gradient, variable)`` pairs, e.g.
         ``zip(grads, variables)``; a gradient is a Tensor or backend array of the variable's
         shape (cast to its dtype if needed). ``None`` gradients are skipped with a
-        ``UserWarning`` naming the variables. ``iterations`` is incremented once.
+        ``UserWarning`` naming the variables. ``iterations`` is incremented once and returned.
 
         Raises ``TypeError`` if a target is not a Variable, ``ValueError`` if a gradient's
         shape differs from its variable's or if every gradient is ``None``. Nothing is
@@ -93,7 +111,7 @@ class Optimizer:
         update = self._update
         for v, value, g in pairs:
             update(v, value, g, lr)
-        self.iterations += 1
+        self.iterations.assign_add(1)
         return self.iterations
 
     def minimize(self, loss, var_list, tape=None):
@@ -141,9 +159,9 @@ class SGD(Optimizer):
         if self.momentum == 0.0:
             variable.assign_sub(step)
             return
-        m = self._slots.get(variable._id)
-        m = -step if m is None else self.momentum * m - step
-        self._slots[variable._id] = m
+        velocity = self._slot(variable, "momentum")
+        m = self.momentum * velocity._value - step
+        velocity.assign(m)
         variable.assign_add(self.momentum * m - step if self.nesterov else m)
 
 
@@ -163,14 +181,13 @@ class Adam(Optimizer):
         self.epsilon = float(epsilon)
 
     def _update(self, variable, value, g, lr):
-        t = self.iterations + 1
-        alpha = lr * math.sqrt(1.0 - self.beta_2 ** t) / (1.0 - self.beta_1 ** t)
         xp = _ns(value)
-        slots = self._slots.get(variable._id)
-        if slots is None:
-            slots = (xp.zeros_like(value), xp.zeros_like(value))
-        m, v = slots
+        t = xp.asarray(self.iterations._value + 1, dtype=value.dtype)
+        alpha = lr * xp.sqrt(1.0 - self.beta_2 ** t) / (1.0 - self.beta_1 ** t)
+        m_slot, v_slot = self._slot(variable, "m"), self._slot(variable, "v")
+        m, v = m_slot._value, v_slot._value
         m = m + (g - m) * (1.0 - self.beta_1)
         v = v + (g * g - v) * (1.0 - self.beta_2)
-        self._slots[variable._id] = (m, v)
+        m_slot.assign(m)
+        v_slot.assign(v)
         variable.assign_sub(m * alpha / (xp.sqrt(v) + self.epsilon))

@@ -6,6 +6,7 @@ Aliases only. The one difference from ``import tapegrad`` is TensorFlow's float3
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import types
 
@@ -27,6 +28,15 @@ reduce_sum, reduce_mean, reduce_prod = _tg.sum, _tg.mean, _tg.prod
 reduce_max, reduce_min = _tg.max, _tg.min
 concat, stack, expand_dims, squeeze = _tg.concat, _tg.stack, _tg.expand_dims, _tg.squeeze
 negative, sigmoid = _tg.negative, _tg.nn.sigmoid
+function, TensorSpec, config = _tg.function, _tg.TensorSpec, _tg.config
+
+
+@contextlib.contextmanager
+def name_scope(name):
+    """``tf.name_scope``: accepted for compatibility (tapegrad names no graph nodes); yields
+    ``name``."""
+    yield name
+
 
 math = types.SimpleNamespace(
     abs=_tg.abs, add=_tg.add, subtract=_tg.subtract, multiply=_tg.multiply,

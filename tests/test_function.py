@@ -1,0 +1,344 @@
+"""tg.function: compiled with XLA through JAX, the same values as eager execution."""
+import sys
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+jax = pytest.importorskip("jax")
+
+
+def _eager_and_compiled(f, *args):
+    eager = f(*args)
+    compiled = tg.function(f, jit_compile=True)(*args)
+    return eager, compiled
+
+
+def _close(a, b, rtol=1e-12):
+    for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)):
+        assert x.dtype == y.dtype
+        np.testing.assert_allclose(np.asarray(y), np.asarray(x), rtol=rtol, atol=1e-14)
+
+
+# --- tracing --------------------------------------------------------------------------------
+def test_traces_once_per_signature_and_prints_at_trace_time(capsys):
+    @tg.function
+    def f(x, scale):
+        print("tracing")
+        return tg.sum(tg.sin(x)) * scale
+
+    x = tg.constant([1.0, 2.0])
+    for _ in range(3):
+        np.testing.assert_allclose(f(x, 2.0).numpy(), 2 * np.sin([1.0, 2.0]).sum())
+    assert f.experimental_get_tracing_count() == 1
+    assert capsys.readouterr().out == "tracing\n"
+    f(tg.constant([1.0, 2.0, 3.0]), 2.0)  # new shape
+    f(x, 3.0)  # new Python value
+    f(tg.constant(np.array([1.0, 2.0], dtype=np.float32)), 2.0)  # new dtype
+    assert f.experimental_get_tracing_count() == 4
+
+
+def test_results_have_eager_dtypes_and_live_on_the_default_backend():
+    @tg.function(jit_compile=True)
+    def f(x, y):
+        return x * 2.0, tg.astype(y, tg.float64), tg.argmax(x)
+
+    a, b, c = f(tg.constant(np.ones(3, dtype=np.float32)), tg.constant([1, 2]))
+    assert (a.dtype, b.dtype, c.dtype) == (np.float32, np.float64, np.int64)
+    assert type(a._value) is type(tg.constant(1.0)._value.__array_namespace__().ones(1))
+
+
+def test_nested_structures_and_python_outputs():
+    @tg.function
+    def f(d, pair):
+        return {"sum": d["a"] + pair[0], "n": 3, "none": None}
+
+    out = f({"a": tg.constant([1.0])}, (tg.constant([2.0]), "label"))
+    np.testing.assert_allclose(out["sum"].numpy(), [3.0])
+    assert out["n"] == 3 and out["none"] is None
+
+
+def test_input_signature_rejects_other_shapes():
+    f = tg.function(lambda x: x * 2.0, input_signature=[tg.TensorSpec([None, 2], tg.float64)])
+    np.testing.assert_allclose(f(tg.constant([[1.0, 2.0]])).numpy(), [[2.0, 4.0]])
+    with pytest.raises(TypeError, match=r"argument 0 has shape \(3,\) and dtype float64, which "
+                                        r"does not fit its input_signature TensorSpec\(shape="
+                                        r"\(None, 2\)"):
+        f(tg.constant([1.0, 2.0, 3.0]))
+
+
+def test_unhashable_python_argument_is_named():
+    f = tg.function(lambda x, opts: x)
+    with pytest.raises(TypeError, match="an argument of type set is neither a Tensor nor a "
+                                        "hashable Python value"):
+        f(tg.constant(1.0), {1, 2})
+
+
+# --- everything tapegrad has, inside ------------------------------------------------------
+@tg.custom_gradient
+def _leaky_relu(x):
+    return tg.nn.relu(x), lambda dy: tg.where(x > 0, dy, 0.1 * dy)
+
+
+@tg.custom_gradient
+def _stable_softmax(x):
+    e = tg.exp(x - tg.max(x, axis=-1, keepdims=True))
+    y = e / tg.sum(e, axis=-1, keepdims=True)
+    return y, lambda dy: y * (dy - tg.sum(dy * y, axis=-1, keepdims=True))
+
+
+@tg.primitive("FunctionTestShiftedRelu")
+def _shifted_relu(x, t):
+    xp = x.__array_namespace__()
+    return xp.where(x > t, x - t, xp.zeros_like(x - t))
+
+
+@tg.RegisterGradient("FunctionTestShiftedRelu")
+def _shifted_relu_grad(op, dy):
+    x, t = op.inputs
+    active = tg.where(x > t, dy, tg.zeros_like(dy))
+    return active, -active
+
+
+def test_custom_gradients_registered_gradients_and_second_order():
+    def f(x, t):
+        with tg.GradientTape() as outer:
+            outer.watch(x)
+            with tg.GradientTape(persistent=True) as tape:
+                tape.watch([x, t])
+                y = tg.sum(_leaky_relu(x) ** 2) + tg.sum(_stable_softmax(x) * x)
+                z = tg.sum(_shifted_relu(x, t) ** 3)
+            gx, gt = tape.gradient(z, [x, t])
+            gy = tape.gradient(y, x)
+            j = tape.jacobian(_stable_softmax(x), x)
+        return y, z, gx, gt, gy, j, outer.gradient(tg.sum(gx), x)
+
+    x, t = tg.constant([-1.0, 0.5, 2.0]), tg.constant(0.2)
+    eager, compiled = _eager_and_compiled(f, x, t)
+    _close(eager, compiled)
+
+
+def test_overrides_hooks_straight_through_and_clip_gradient():
+    def f(x):
+        seen = []
+        with tg.GradientTape(persistent=True) as tape:
+            tape.watch(x)
+            with tg.gradient_override_map({"Sin": "Identity"}):
+                a = tg.sin(x)
+            a.register_hook(lambda g: g * 2.0)
+            b = tg.straight_through(tg.round)(x * 3.0)
+            c = tg.clip_gradient(x, -0.5, 0.5)
+            loss = tg.sum(a) + tg.sum(b * b) + tg.sum(c * 10.0)
+        return tape.gradient(loss, x), seen
+
+    _close(*_eager_and_compiled(f, tg.constant([0.3, -1.2])))
+
+
+@tg.custom_gradient
+def _custom_square(x):
+    def grad(dy):
+        @tg.custom_gradient
+        def first(x):  # the seed's custom second-order pattern: 2x with its own gradient 2
+            return 2.0 * x, lambda d2: 2.0 * d2
+        return dy * first(x)
+    return x * x, grad
+
+
+def _half_relu(x):  # the seed's "gradient from another function": relu with 0.5 * dy
+    @tg.custom_gradient
+    def f(x):
+        return tg.nn.relu(x), lambda dy: 0.5 * dy
+    return f(x)
+
+
+def test_seed_patterns_give_the_eager_values():
+    def f(x):
+        with tg.GradientTape() as outer:
+            outer.watch(x)
+            with tg.GradientTape() as tape:
+                tape.watch(x)
+                y = tg.sum(_custom_square(x)) + tg.sum(_half_relu(x))
+            g = tape.gradient(y, x)
+        return y, g, outer.gradient(tg.sum(g), x)
+
+    _close(*_eager_and_compiled(f, tg.constant([-1.5, 0.5, 2.0])))
+
+
+def test_thresholded_relu_trained_by_adam_matches_eager():
+    def train(compile_step):
+        x = tg.Variable(np.linspace(-1.0, 1.0, 6))
+        t = tg.Variable(0.1)
+        opt = tg.optimizers.Adam(0.01)
+
+        def step():
+            with tg.GradientTape() as tape:
+                loss = tg.sum((_shifted_relu(x, t) - 1.0) ** 2)
+            opt.apply_gradients(zip(tape.gradient(loss, [x, t]), [x, t]))
+            return loss
+
+        step = tg.function(step, jit_compile=True) if compile_step else step
+        losses = [float(step()) for _ in range(100)]
+        return losses, x.numpy(), t.numpy()
+
+    eager, compiled = train(False), train(True)
+    np.testing.assert_allclose(compiled[0], eager[0], rtol=1e-12)
+    np.testing.assert_allclose(compiled[1], eager[1], rtol=1e-12)
+    np.testing.assert_allclose(compiled[2], eager[2], rtol=1e-12)
+    assert eager[0][-1] < eager[0][0]
+
+
+# --- Variables and optimizers ------------------------------------------------------------
+def _model(optimizer):
+    rng = np.random.default_rng(0)
+    w = tg.Variable(rng.normal(size=(3, 2)), name="w")
+    b = tg.Variable(np.zeros(2), name="b")
+    opt = optimizer()
+
+    def step(x, y):
+        with tg.GradientTape() as tape:
+            loss = tg.mean((tg.nn.relu(x @ w) + b - y) ** 2)
+        opt.apply_gradients(zip(tape.gradient(loss, [w, b]), [w, b]))
+        return loss
+
+    return step, (w, b), opt
+
+
+@pytest.mark.parametrize("optimizer", [
+    lambda: tg.optimizers.Adam(0.05), lambda: tg.optimizers.SGD(0.1, momentum=0.9),
+    lambda: tg.optimizers.SGD(lambda step: 0.1 / (1.0 + step))])
+def test_state_after_compiled_training_equals_eager_training(optimizer):
+    x = tg.constant(np.random.default_rng(1).normal(size=(8, 3)))
+    y = tg.constant(np.ones((8, 2)))
+    eager_step, eager_vars, eager_opt = _model(optimizer)
+    step, variables, opt = _model(optimizer)
+    compiled = tg.function(step, jit_compile=True)
+    for _ in range(6):
+        le, lc = eager_step(x, y), compiled(x, y)
+    np.testing.assert_allclose(lc.numpy(), le.numpy(), rtol=1e-12)
+    for a, b in zip(eager_vars, variables):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-12)
+    assert int(opt.iterations) == int(eager_opt.iterations) == 6
+    assert compiled.experimental_get_tracing_count() == 1  # even though slots were created
+
+
+def test_creating_a_variable_on_a_later_call_raises():
+    state = {}
+
+    @tg.function
+    def f(x):
+        state.setdefault(x.shape, tg.Variable(tg.zeros_like(x)))  # a new one per shape
+        return x
+
+    f(tg.constant([1.0]))
+    with pytest.raises(ValueError, match=r"only supports Variables created on the first call"):
+        f(tg.constant([1.0, 2.0]))
+
+
+def test_assigned_variables_are_written_back_each_call():
+    counter = tg.Variable(np.int64(0), trainable=False)
+    total = tg.Variable(0.0)
+
+    @tg.function
+    def f(x):
+        counter.assign_add(1)
+        total.assign(total + tg.sum(x))
+        return counter.read_value()
+
+    for k in range(1, 4):
+        assert int(f(tg.constant([1.0, 2.0]))) == k
+    assert int(counter) == 3 and float(total) == 9.0
+
+
+# --- gradients through a compiled call ------------------------------------------------------
+def test_an_outer_tape_differentiates_a_compiled_call_to_second_order():
+    w = tg.Variable([0.5, -0.25])
+
+    def f(x):
+        return tg.sum(tg.sin(x * w) ** 2)
+
+    compiled = tg.function(f, jit_compile=True)
+
+    def grads(fn):
+        x = tg.constant([1.0, 2.0])
+        with tg.GradientTape() as outer:
+            outer.watch(x)
+            with tg.GradientTape() as inner:
+                inner.watch(x)
+                y = fn(x)
+            gx, gw = inner.gradient(y, [x, w])
+        return y, gx, gw, outer.gradient(tg.sum(gx), x)
+
+    _close(grads(f), grads(compiled))
+    assert [op.type for op in _record_of(compiled)] == ["Function:f"]
+
+
+def _record_of(fn):
+    x = tg.constant([1.0, 2.0])
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        fn(x)
+    return tape.operations
+
+
+# --- modes and errors ------------------------------------------------------------------------
+def test_jit_compile_false_and_run_functions_eagerly_run_the_python_function(capsys):
+    f = tg.function(lambda x: print("ran") or x, jit_compile=False)
+    f(tg.constant(1.0))
+    f(tg.constant(1.0))
+    assert capsys.readouterr().out == "ran\nran\n"
+    g = tg.function(lambda x: print("ran") or x)
+    tg.config.run_functions_eagerly(True)
+    try:
+        g(tg.constant(1.0))
+        g(tg.constant(1.0))
+    finally:
+        tg.config.run_functions_eagerly(False)
+    assert capsys.readouterr().out == "ran\nran\n"
+    assert g.experimental_get_tracing_count() == 0
+
+
+def test_a_python_branch_on_a_traced_value_names_the_line():
+    @tg.function
+    def f(x):
+        if tg.sum(x) > 0:
+            return x
+        return -x
+
+    with pytest.raises(TypeError, match=r"the Python code at .*test_function.py:\d+ needs the "
+                                        r"concrete value of a traced tensor.*Use tg.where"):
+        f(tg.constant([1.0]))
+    g = tg.function(lambda x: float(tg.sum(x)))
+    with pytest.raises(TypeError, match="needs the concrete value of a traced tensor"):
+        g(tg.constant([1.0]))
+
+
+def test_a_data_dependent_shape_names_the_op():
+    f = tg.function(lambda x: tg.nonzero(x > 0)[0], jit_compile=True)
+    with pytest.raises(TypeError, match=r"op type 'NonZero' \(at .*\) has an output whose shape "
+                                        r"depends on the values.*jit_compile=False"):
+        f(tg.constant([1.0, -1.0]))
+    np.testing.assert_array_equal(tg.function(lambda x: tg.nonzero(x > 0)[0],
+                                              jit_compile=False)(tg.constant([1.0, -1.0])), [0])
+
+
+def test_missing_jax_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "jax", None)  # `import jax` raises ImportError
+    f = tg.function(lambda x: x, jit_compile=True)
+    with pytest.raises(ImportError, match=r'pip install "tapegrad\[jit\]"'):
+        f(tg.constant(1.0))
+    g = tg.function(lambda x: x * 2.0)  # jit_compile=None: eager, with one warning
+    with pytest.warns(UserWarning, match="JAX is not installed, so the function runs eagerly"):
+        np.testing.assert_allclose(g(tg.constant(1.0)).numpy(), 2.0)
+
+
+def test_compat_tensorflow_has_function_and_name_scope():
+    import tapegrad.compat.tensorflow as tf
+
+    @tf.function
+    def f(x):
+        with tf.name_scope("block") as scope:
+            assert scope == "block"
+            return x * 2.0
+
+    np.testing.assert_allclose(f(tf.constant([1.0])).numpy(), [2.0])
