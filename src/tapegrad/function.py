@@ -17,8 +17,8 @@ here; this module only decides what is an input, what is state and what is an ou
 * **Gradients through a call**: under a recording ``GradientTape`` that traces an input (or
   reads a trainable Variable), the call is recorded as one op whose gradient is itself a
   compiled function (the VJP of a replay of the Python function), differentiable again.
-* JAX's 64-bit mode is on while tapegrad traces and runs compiled programs, so results have
-  the dtypes eager execution gives. Results are arrays of the default backend (NumPy unless
+* The first compiled call turns JAX's 64-bit mode on (``jax_enable_x64``, process-wide), so
+  results have the dtypes eager execution gives. Results are arrays of the default backend (NumPy unless
   ``TAPEGRAD_ARRAY_BACKEND`` says otherwise).
 """
 from __future__ import annotations
@@ -44,12 +44,14 @@ _OWN_DIRS = (os.path.dirname(__file__),)
 
 
 def _jax():
-    """The ``jax`` module; raises ``ImportError`` saying how to install it."""
+    """The ``jax`` module, with 64-bit mode on; raises ``ImportError`` saying how to install it."""
     try:
         import jax
     except ImportError:
         raise ImportError(f"tg.function(jit_compile=True) compiles with XLA through JAX, which "
                           f"is not installed; {_JAX_HINT}, or use jit_compile=False") from None
+    if not jax.config.jax_enable_x64:
+        jax.config.update("jax_enable_x64", True)
     return jax
 
 
@@ -148,21 +150,20 @@ class Function:
             return self._func(*args, **kwargs)
         jax = _jax()
         leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
-        if any(isinstance(_raw(x), jax.core.Tracer) for x in leaves):
-            return self._func(*args, **kwargs)  # called while another function is traced: inline
-        key = (treedef, tuple(_leaf_key(x, self.__name__) for x in leaves))
+        key = (treedef, tuple([_leaf_key(x, self.__name__) for x in leaves]))
         program = self._programs.get(key)
-        with jax.enable_x64(True):
-            if program is None:
-                retrace = key in self._retrace  # after a first call that created Variables
-                program = _Program(self, treedef, leaves, first=self._traces == 0 and not retrace)
-                self._traces += not retrace
-                if program.created and not retrace:  # run it once, trace again with them
-                    self._retrace.add(key)
-                    return program.run(leaves)
-                self._retrace.discard(key)
-                self._programs[key] = program
-            return program.run(leaves)
+        if program is None:
+            if any(isinstance(_raw(x), jax.core.Tracer) for x in leaves):
+                return self._func(*args, **kwargs)  # called while another is traced: inline
+            retrace = key in self._retrace  # after a first call that created Variables
+            program = _Program(self, treedef, leaves, first=self._traces == 0 and not retrace)
+            self._traces += not retrace
+            if program.created and not retrace:  # run it once, trace again with them
+                self._retrace.add(key)
+                return program.run(leaves)
+            self._retrace.discard(key)
+            self._programs[key] = program
+        return program.run(leaves)
 
     def _compiles(self) -> bool:
         if config.functions_run_eagerly() or self._jit_compile is False:
@@ -195,11 +196,14 @@ def _is_array(x) -> bool:
 
 def _leaf_key(x, name):
     """What of an argument leaf the signature depends on."""
+    if type(x) is Tensor:
+        v = x._value
+        return v.shape, v.dtype
     if isinstance(x, Variable):
         return ("variable", id(x))
     if isinstance(x, Tensor) or _is_array(x):
         v = x._value if isinstance(x, Tensor) else x
-        return ("tensor", tuple(v.shape), str(_backend.np_dtype(v.dtype)))
+        return tuple(v.shape), _backend.np_dtype(v.dtype)
     try:
         hash(x)
     except TypeError:
@@ -211,8 +215,9 @@ def _leaf_key(x, name):
 
 def _to_default_backend(a):
     """A compiled program's output array as an array of the default backend."""
-    xp = _backend.default_namespace()
-    return np.asarray(a) if xp is np else _backend.asarray(np.asarray(a), xp=xp)
+    if _backend._default is np:
+        return np.asarray(a)
+    return _backend.asarray(np.asarray(a), xp=_backend.default_namespace())
 
 
 class _Program:
@@ -272,16 +277,19 @@ class _Program:
         self.changed = [candidates[k] for k in info["changed"]]
         self.out_leaves, self.out_tree, self.tensors = (info["out_leaves"], info["out_tree"],
                                                          info["tensors"])
+        self.single = self.tensors == [0] and self.out_tree == jax.tree_util.tree_structure(0)
         from jax.extend.core import jaxpr_as_fun
 
         fun = jaxpr_as_fun(closed)
         used, n = set(self.used), len(candidates)
         fill = [(v.shape, v.dtype) for v in candidates]
 
-        def program(used_vals, dyn_vals):
-            it = iter(used_vals)
+        n_used = len(self.used)
+
+        def program(*vals):  # the used Variables' values, then the dynamic arguments
+            it = iter(vals[:n_used])
             full = [next(it) if k in used else jax.numpy.zeros(*fill[k]) for k in range(n)]
-            return fun(*full, *dyn_vals)
+            return fun(*full, *vals[n_used:])
 
         self.compiled = jax.jit(program)
         self.replay = self._replay_function(candidates)
@@ -295,16 +303,18 @@ class _Program:
     def run(self, leaves):
         """Call the compiled program on the leaves of a call's arguments; returns the result."""
         variables = self.variables
-        dyn = [_host(_raw(leaves[k])) for k in self.dynamic]
-        flat = self.compiled([_host(v._value) for v in variables], dyn)
+        flat = self.compiled(*[_host(v._value) for v in variables],
+                             *[_host(_raw(leaves[k])) for k in self.dynamic])
         n_out, n_changed = len(self.tensors), len(self.changed)
         outs = [Tensor(_to_default_backend(a)) for a in flat[:n_out]]
         for v, a in zip(self.changed, flat[n_out:n_out + n_changed]):
             v._value = _to_default_backend(a)
         for v, a in zip(self.created, flat[n_out + n_changed:]):
             v._value = _to_default_backend(a)
-        if _records.recording_tapes():
+        if _records._state.tapes:
             self._record(leaves, variables, outs)
+        if self.single:
+            return outs[0]
         result = list(self.out_leaves)
         for k, t in zip(self.tensors, outs):
             result[k] = t
