@@ -24,7 +24,7 @@ from .ops import *  # noqa: F403
 from . import custom_gradient as _cg
 from .custom_gradient import *  # noqa: F401,F403
 from . import config, debugging, fft, linalg, nn, optimizers, random, special, test, viz  # noqa: E402
-from .function import Function, TensorSpec, function
+from ._function import Function, TensorSpec, function
 
 try:
     __version__ = _version("tapegrad")

@@ -26,11 +26,14 @@ _KERNELS: dict[tuple[str, str], object] = {}
 
 
 def namespace(*values):
-    """Return the array namespace of the first backend array in ``values``.
+    """Return the array namespace of the first non-NumPy backend array in ``values``.
 
-    Python scalars are skipped; if every value is a scalar (or there are none), NumPy is
-    returned. Raises ``TypeError`` if an array's library is not an Array API library.
+    Python scalars are skipped, and NumPy arrays mix into another backend's computation (its
+    functions take them, as they take Python scalars: a constant NumPy array meets JAX tracers
+    in ``tg.function``); NumPy is returned when every value is a NumPy array or a scalar (or
+    there are none). Raises ``TypeError`` if an array's library is not an Array API library.
     """
+    found = np
     for v in values:
         if isinstance(v, _SCALARS) or v is None:
             continue
@@ -40,8 +43,9 @@ def namespace(*values):
         xp = _NAMESPACES.get(cls)
         if xp is None:
             xp = _resolve(v)
-        return xp
-    return np
+        if xp is not np:
+            return xp
+    return found
 
 
 def _resolve(value):

@@ -198,7 +198,8 @@ def _make_op(opdef):
         def op(x1, x2, /):
             v1 = x1._value if isinstance(x1, T) else x1 if type(x1) in scalar else _raw(x1)
             v2 = x2._value if isinstance(x2, T) else x2 if type(x2) in scalar else _raw(x2)
-            out = fast(v1, v2) if type(v1) is nd else forward(v1, v2)
+            out = (fast(v1, v2) if type(v1) is nd and (type(v2) is nd or type(v2) in scalar)
+                   else forward(v1, v2))
             if type(out) is not nd or type(v1) is not nd:
                 out = _checked_result(opdef, out, (x1, x2))
             if state.tapes:

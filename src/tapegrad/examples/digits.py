@@ -1,6 +1,7 @@
 """Train a small MLP on scikit-learn's handwritten digits, with custom-gradient ops.
 
-Run ``python -m tapegrad.examples.digits [--out PATH] [--epochs N] [--seed S] [--explain PATH]``.
+Run ``python -m tapegrad.examples.digits [--out PATH] [--epochs N] [--seed S] [--explain PATH]
+[--eager] [--compare]``.
 
 The demo follows the custom-gradient workflow end to end:
 
@@ -9,7 +10,10 @@ The demo follows the custom-gradient workflow end to end:
    stable ``log_softmax`` with ``tg.custom_gradient``;
 2. check both numerically with ``tg.test.check_gradients``, first and second order, in float64;
 3. train a 64-128-10 MLP (float32) with ``tg.optimizers.Adam`` on mini-batches, showing the
-   running loss in a tqdm progress bar (plain prints when tqdm is not installed);
+   running loss in a tqdm progress bar (plain prints when tqdm is not installed); the training
+   step is compiled with ``tg.function`` (XLA through JAX) when JAX is installed, unless
+   ``--eager`` is given; ``--compare`` trains both ways from the same start and prints both
+   timings;
 4. report the held-out accuracy as ``test accuracy: 0.xxx`` and save the training-loss curve
    as a PNG.
 
@@ -149,15 +153,31 @@ def _progress(total):
     return tqdm(total=total, desc="training", unit="step", mininterval=0.2)
 
 
+def make_step(params, opt, compiled: bool):
+    """One training step ``step(x, onehot) -> loss``: forward, gradient, Adam update; compiled
+    with ``tg.function(jit_compile=True)`` if ``compiled``."""
+    def step(xb, tb):
+        with tg.GradientTape() as tape:
+            loss = cross_entropy(forward(params, xb), tb)
+        grads = tape.gradient(loss, params)
+        opt.apply_gradients(zip(grads, params))
+        return loss
+
+    return tg.function(step, jit_compile=True) if compiled else step
+
+
 def train(params, x_train, y_train, *, epochs: int = 30, batch_size: int = 32,
-          learning_rate: float = 3e-3, seed: int = 0) -> list:
+          learning_rate: float = 3e-3, seed: int = 0, compiled: bool = False) -> list:
     """Train ``params`` in place with Adam on shuffled mini-batches; return the step losses.
 
-    x_train: (n, 64) float array, y_train: (n,) integer labels. Shows a tqdm bar with the
-    running (exponentially averaged) loss, or prints one line per epoch without tqdm.
+    x_train: (n, 64) float array, y_train: (n,) integer labels. ``compiled``: run the step with
+    ``tg.function`` (needs JAX); the first step's time (trace and XLA compile) is printed.
+    Shows a tqdm bar with the running (exponentially averaged) loss, or prints one line per
+    epoch without tqdm.
     """
     rng = np.random.default_rng(seed)
     opt = tg.optimizers.Adam(learning_rate=learning_rate)
+    step = make_step(params, opt, compiled)
     dtype = params[0].dtype
     onehot = np.eye(CLASSES, dtype=dtype)[y_train]
     n = len(x_train)
@@ -169,11 +189,10 @@ def train(params, x_train, y_train, *, epochs: int = 30, batch_size: int = 32,
         for start in range(0, n, batch_size):
             idx = order[start:start + batch_size]
             xb, tb = tg.constant(x_train[idx]), tg.constant(onehot[idx])
-            with tg.GradientTape() as tape:
-                loss = cross_entropy(forward(params, xb), tb)
-            grads = tape.gradient(loss, params)
-            opt.apply_gradients(zip(grads, params))
-            value = float(loss)
+            t0 = time.perf_counter()
+            value = float(step(xb, tb))
+            if compiled and not losses:
+                print(f"first step (trace and XLA compile): {time.perf_counter() - t0:.2f} s")
             losses.append(value)
             running = value if running is None else 0.95 * running + 0.05 * value
             if bar is not None:
@@ -249,6 +268,11 @@ def main(argv=None) -> dict:
     parser.add_argument("--seed", type=int, default=0, help="initialisation/shuffling seed")
     parser.add_argument("--explain", metavar="PATH", default=None,
                         help="draw the tape of one training step to PATH (.png or .svg)")
+    parser.add_argument("--eager", action="store_true",
+                        help="run the training step eagerly (default: compiled when JAX is "
+                             "installed)")
+    parser.add_argument("--compare", action="store_true",
+                        help="train eagerly and compiled from the same start; print both times")
     args = parser.parse_args(argv)
     if args.epochs < 1:
         parser.error("--epochs must be at least 1")
@@ -265,17 +289,37 @@ def main(argv=None) -> dict:
         explained = explain_step(params, x_train[:batch_size],
                                  np.eye(CLASSES, dtype=params[0].dtype)[y_train[:batch_size]],
                                  args.explain)
-    t0 = time.perf_counter()
-    losses = train(params, x_train, y_train, epochs=args.epochs, batch_size=batch_size,
-                   seed=args.seed)
-    print(f"trained {args.epochs} epoch(s) on {len(x_train)} images in "
-          f"{time.perf_counter() - t0:.1f} s")
+    has_jax = _has_jax()
+    if (args.compare or not args.eager) and not has_jax:
+        print('JAX is not installed: training eagerly (pip install "tapegrad[jit]" compiles '
+              "the step with XLA)")
+    modes = ([False, True] if args.compare and has_jax else
+             [has_jax and not args.eager])
+    start = [p.numpy().copy() for p in params]
+    timings = {}
+    for compiled in modes:
+        for p, v in zip(params, start):
+            p.assign(v)
+        t0 = time.perf_counter()
+        losses = train(params, x_train, y_train, epochs=args.epochs, batch_size=batch_size,
+                       seed=args.seed, compiled=compiled)
+        timings["compiled" if compiled else "eager"] = elapsed = time.perf_counter() - t0
+        print(f"trained {args.epochs} epoch(s) on {len(x_train)} images in {elapsed:.1f} s "
+              f"({'compiled with tg.function' if compiled else 'eager'})")
     plot_losses(losses, args.out, -(-len(x_train) // batch_size))
     print(f"loss curve saved to {args.out}")
     accuracy = evaluate(params, x_test, y_test)
     print(f"test accuracy: {accuracy:.3f}")
     return {"accuracy": accuracy, "losses": losses, "checks": checks, "out": args.out,
-            "explain": explained}
+            "explain": explained, "timings": timings}
+
+
+def _has_jax() -> bool:
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from .creation import ones_like, zeros_like
 from .manipulation import to_device
 
 _ndarray = _np.ndarray
+_PY_SCALARS = frozenset((bool, int, float, complex))
 
 _UNARY_SHAPES = [(3, 4), (), (0, 3), (1,)]
 _BINARY_SHAPES = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 3), (4, 1)), ((), (3,)),
@@ -67,7 +68,7 @@ def _binary_forward(name):
     np_fn = getattr(_np, name)
 
     def forward(x1, x2, /):
-        if type(x1) is _ndarray:
+        if type(x1) is _ndarray and (type(x2) is _ndarray or type(x2) in _PY_SCALARS):
             return np_fn(x1, x2)
         key = (type(x1), type(x2))
         f = fns.get(key)

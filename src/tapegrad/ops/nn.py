@@ -314,7 +314,11 @@ def _check_labels(xp, labels, logits):
                          f"so labels need shape {tuple(logits.shape[:-1])}")
     n = logits.shape[-1]
     if labels.size:
-        lo, hi = int(xp.min(labels)), int(xp.max(labels))
+        lxp = _ns(labels)  # NumPy labels are checked with NumPy, also beside traced logits
+        try:
+            lo, hi = int(lxp.min(labels)), int(lxp.max(labels))
+        except TypeError:  # traced labels (tg.function): values unknown until run, not checked
+            return
         if lo < 0 or hi >= n:
             bad = lo if lo < 0 else hi
             raise ValueError(f"{_WHO}: received a label value of {bad} which is outside the valid "

@@ -437,6 +437,8 @@ def _compiled_vjp(fn, n_inputs, floating):
 
 
 # --- errors -----------------------------------------------------------------------------------
+_DATA_DEPENDENT = {"NonZero", "UniqueAll", "UniqueCounts", "UniqueInverse", "UniqueValues"}
+
 def _explained(error, name):
     """``error`` as a ``TypeError`` that names the user's line and what to do, for JAX's
     tracing errors; other errors unchanged."""
@@ -447,13 +449,18 @@ def _explained(error, name):
     if not isinstance(error, kinds):
         return error
     site, op_type = _site(error.__traceback__)
-    if isinstance(error, jax.errors.NonConcreteBooleanIndexError) or (
-            op_type is not None and isinstance(error, jax.errors.ConcretizationTypeError)):
+    if isinstance(error, jax.errors.NonConcreteBooleanIndexError) or op_type in _DATA_DEPENDENT:
         return TypeError(
             f"tg.function({name}): op type {op_type!r} (at {site}) has an output whose shape "
             "depends on the values of its input, which XLA cannot compile (nonzero, "
             "unique_*, boolean-mask indexing). Use tg.function(jit_compile=False) for this "
             "function, or compute a fixed-shape result (e.g. tg.where(mask, x, 0))")
+    if op_type is not None:
+        return TypeError(
+            f"tg.function({name}): op type {op_type!r} (at {site}) needs the concrete value of "
+            "a traced tensor, which a compiled function does not have: its forward converts a "
+            "value to a Python number or a NumPy array. Write the forward against the Array "
+            "API namespace of its inputs, or use tg.function(jit_compile=False)")
     return TypeError(
         f"tg.function({name}): the Python code at {site} needs the concrete value of a traced "
         "tensor (a Python `if`/`while` on a tensor, bool(), float(), int() or .numpy()); "

@@ -1,0 +1,201 @@
+"""``tg.function`` (XLA through JAX) against hand-written ``jax.jit`` code, and eager tapegrad
+against hand-written NumPy, in one process.
+
+Run ``python benchmarks/bench_function.py [--quick]`` (needs the ``jit`` extra). Each row
+times the same computation written three ways where it applies: hand-written NumPy (forward
+and a backward written out by hand: the reference), hand-written JAX (``jax.jit`` of
+``jax.grad``/``jax.jvp``: the peer) and tapegrad, compiled (``tg.function(jit_compile=True)``)
+or eager. Every pair is checked to compute the same numbers before it is timed; times are the
+median of several repeats, the two sides alternating. Nothing is asserted.
+
+* W1: a chain of 200 elementwise ops on a 16-element float64 vector, forward + gradient.
+* W2: one SGD step of a 784-512-512-10 ReLU MLP, batch 256, float32.
+* W3: one SGD step of a 784-64-64-10 ReLU MLP, batch 16, float32.
+* W4: a Hessian-vector product of ``sum(tanh(A x)^2)``, n = 1000, float64 (tapegrad: reverse
+  over reverse, two nested tapes; JAX: forward over reverse).
+* the trace and XLA compile time of the digits demo's training step.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import timeit
+
+import numpy as np
+
+import tapegrad as tg
+from bench_overhead import CYCLE, N_OPS, chain_numpy, chain_tapegrad, make_mlp, step_numpy
+
+from tapegrad._function import _jax  # noqa: E402
+
+jax = _jax()  # JAX with 64-bit mode on, as tg.function uses it
+jnp = jax.numpy
+
+
+def _median_pair(fa, fb, number, repeat):
+    ra, rb = [], []
+    for _ in range(repeat):
+        ra.append(timeit.timeit(fa, number=number) / number)
+        rb.append(timeit.timeit(fb, number=number) / number)
+    return statistics.median(ra), statistics.median(rb)
+
+
+def _ready(x):
+    return jax.block_until_ready(x)
+
+
+# --- W1 ---------------------------------------------------------------------------------------
+def _chain_jax(x):
+    y = x
+    for _ in range(N_OPS // CYCLE):
+        y = jnp.exp(jnp.sin(y) * 0.9 + 0.1) * x
+    return jnp.sum(y)
+
+
+def w1(number, repeat):
+    x0 = np.random.default_rng(0).normal(size=16)
+    peer = jax.jit(jax.grad(_chain_jax))
+    compiled = tg.function(_chain_tg, jit_compile=True)
+    xt = tg.constant(x0)
+    np.testing.assert_allclose(compiled(xt).numpy(), np.asarray(peer(x0)), rtol=1e-10)
+    np.testing.assert_allclose(chain_tapegrad(x0), chain_numpy(x0), rtol=1e-10)
+    t_jit, t_tg = _median_pair(lambda: _ready(peer(x0)), lambda: compiled(xt).numpy(),
+                               number, repeat)
+    t_np, t_eager = _median_pair(lambda: chain_numpy(x0), lambda: chain_tapegrad(x0),
+                                 max(number // 10, 5), repeat)
+    return {"W1 compiled / jax.jit": (t_tg / t_jit, "<= 1.25"),
+            "W1 jax.jit (us)": (t_jit * 1e6, ""), "W1 compiled (us)": (t_tg * 1e6, ""),
+            "W1 eager overhead per op over NumPy (us)": ((t_eager - t_np) / N_OPS * 1e6, "<= 3")}
+
+
+def _chain_tg(x):
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        y = x
+        for _ in range(N_OPS // CYCLE):
+            y = tg.exp(tg.sin(y) * 0.9 + 0.1) * x
+    return tape.gradient(y, x, output_gradients=tg.ones_like(y))
+
+
+# --- W2, W3: MLP SGD steps ----------------------------------------------------------------------
+def _mlp_loss_jax(params, x, labels):
+    w1, b1, w2, b2, w3, b3 = params
+    h = jax.nn.relu(x @ w1 + b1)
+    h = jax.nn.relu(h @ w2 + b2)
+    logits = h @ w3 + b3
+    return -jnp.mean(jax.nn.log_softmax(logits)[jnp.arange(x.shape[0]), labels])
+
+
+def mlp(sizes, batch, number, repeat, tag):
+    x, labels, params = make_mlp(sizes=sizes, batch=batch)
+    lr = 0.01
+
+    @jax.jit
+    def peer(params, x, labels):
+        loss, g = jax.value_and_grad(_mlp_loss_jax)(params, x, labels)
+        return loss, [p - lr * gp for p, gp in zip(params, g)]
+
+    jparams = [jnp.asarray(p) for p in params]
+    state = {"p": jparams}
+
+    def run_peer():
+        loss, state["p"] = peer(state["p"], x, labels)
+        return _ready(loss)
+
+    variables = [tg.Variable(p) for p in params]
+    opt = tg.optimizers.SGD(lr)
+    xt, lt = tg.constant(x), tg.constant(labels)
+
+    def step():
+        with tg.GradientTape() as tape:
+            loss = tg.mean(tg.nn.sparse_softmax_cross_entropy_with_logits(
+                labels=lt, logits=_mlp_tg(variables, xt)))
+        opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+        return loss
+
+    compiled = tg.function(step, jit_compile=True)
+    l_peer = float(peer(jparams, x, labels)[0])
+    l_tg = float(compiled())
+    assert abs(l_peer - l_tg) < 1e-4 * max(1.0, abs(l_peer)), (l_peer, l_tg)
+    np_params = [p.copy() for p in params]
+    t_jit, t_tg = _median_pair(run_peer, lambda: compiled().numpy(), number, repeat)
+    t_np, t_eager = _median_pair(lambda: step_numpy(x, labels, np_params), step, number,
+                                 repeat)
+    return {f"{tag} compiled / jax.jit": (t_tg / t_jit, "<= 1.1"),
+            f"{tag} compiled / NumPy": (t_tg / t_np, ""),
+            f"{tag} jax.jit / NumPy": (t_jit / t_np, ""),
+            f"{tag} eager / NumPy": (t_eager / t_np, "<= 2" if tag == "W3" else "")}
+
+
+def _mlp_tg(variables, x):
+    w1, b1, w2, b2, w3, b3 = variables
+    h = tg.nn.relu(x @ w1 + b1)
+    h = tg.nn.relu(h @ w2 + b2)
+    return h @ w3 + b3
+
+
+# --- W4: Hessian-vector product ------------------------------------------------------------
+def w4(number, repeat, n=1000):
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(n, n)) / np.sqrt(n)
+    x0, v0 = rng.normal(size=n), rng.normal(size=n)
+
+    def f_jax(x):
+        return jnp.sum(jnp.tanh(a @ x) ** 2)
+
+    peer = jax.jit(lambda x, v: jax.jvp(jax.grad(f_jax), (x,), (v,))[1])
+    at = tg.constant(a)
+
+    @tg.function(jit_compile=True)
+    def hvp(x, v):
+        with tg.GradientTape() as outer:
+            outer.watch(x)
+            with tg.GradientTape() as inner:
+                inner.watch(x)
+                y = tg.sum(tg.tanh(at @ x) ** 2)
+            g = inner.gradient(y, x)
+            gv = tg.sum(g * v)
+        return outer.gradient(gv, x)
+
+    xt, vt = tg.constant(x0), tg.constant(v0)
+    np.testing.assert_allclose(hvp(xt, vt).numpy(), np.asarray(peer(x0, v0)), rtol=1e-8)
+    t_jit, t_tg = _median_pair(lambda: _ready(peer(x0, v0)), lambda: hvp(xt, vt).numpy(),
+                               number, repeat)
+    return {"W4 HVP compiled / jax.jit": (t_tg / t_jit, "<= 1.2")}
+
+
+# --- digits step: trace + compile ------------------------------------------------------------
+def digits_compile_time():
+    from tapegrad.examples import digits
+
+    params = digits.build_model(0)
+    step = digits.make_step(params, tg.optimizers.Adam(3e-3), compiled=True)
+    x = tg.constant(np.zeros((32, 64), np.float32))
+    t = tg.constant(np.eye(10, dtype=np.float32)[np.zeros(32, int)])
+    t0 = time.perf_counter()
+    float(step(x, t))
+    return {"digits step trace + XLA compile (s)": (time.perf_counter() - t0, "<= 3")}
+
+
+def main(argv=None):
+    """Run every row; print the table; return ``{row: (value, target)}``."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
+    args = parser.parse_args(argv)
+    reps = 3 if args.quick else 7
+    rows = {}
+    rows.update(w1(200 if args.quick else 1000, reps))
+    rows.update(mlp((784, 64, 64, 10), 16, 50 if args.quick else 300, reps, "W3"))
+    rows.update(mlp((784, 512, 512, 10), 256, 2 if args.quick else 10, reps, "W2"))
+    rows.update(w4(5 if args.quick else 30, reps))
+    rows.update(digits_compile_time())
+    print(f"{'measurement':46s} {'value':>10s}   target")
+    print("-" * 70)
+    for name, (value, target) in rows.items():
+        print(f"{name:46s} {value:10.2f}   {target}")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
