@@ -342,3 +342,52 @@ def test_compat_tensorflow_has_function_and_name_scope():
             return x * 2.0
 
     np.testing.assert_allclose(f(tf.constant([1.0])).numpy(), [2.0])
+
+
+# --- NumPy forwards, randomness, check-numerics ----------------------------------------------
+@tg.primitive("FunctionTestNumpySoftsign")
+def _numpy_softsign(x):
+    a = np.asarray(x)  # NumPy only: inside tg.function it runs as a host callback
+    return a / (1.0 + np.abs(a))
+
+
+@tg.RegisterGradient("FunctionTestNumpySoftsign")
+def _numpy_softsign_grad(op, dy):
+    return dy / (1.0 + tg.abs(op.inputs[0])) ** 2
+
+
+def test_numpy_forwards_and_numpy_function_compile_as_host_callbacks():
+    if type(tg.constant(1.0)._value) is not np.ndarray:
+        pytest.skip("a NumPy-only forward is refused eagerly on another default backend")
+    def f(x):
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = tg.sum(_numpy_softsign(x) * x)
+        c = tg.numpy_function(lambda a: np.cumsum(a) * 2.0, [x], tg.float64)
+        return y, tape.gradient(y, x), c
+
+    _close(*_eager_and_compiled(f, tg.constant([1.0, -2.0, 3.0])))
+
+
+def test_random_numbers_are_fresh_on_every_compiled_call():
+    g = tg.random.Generator.from_seed(7)
+    f = tg.function(lambda x: x + g.normal((4,)) + tg.random.uniform((4,), seed=1),
+                    jit_compile=True)
+    x = tg.constant(np.zeros(4))
+    a, b = f(x).numpy(), f(x).numpy()
+    assert not np.allclose(a, b)
+    assert f.experimental_get_tracing_count() == 1
+    ints = tg.function(lambda: g.uniform((1000,), 0, 10, dtype=tg.int64), jit_compile=True)()
+    assert ints.dtype == np.int64 and 0 <= int(tg.min(ints)) and int(tg.max(ints)) <= 9
+
+
+def test_check_numerics_names_the_op_inside_a_compiled_function():
+    f = tg.function(lambda x: tg.sum(tg.log(x)), jit_compile=True)
+    tg.debugging.enable_check_numerics()
+    try:
+        with pytest.raises(tg.errors.NumericsError, match="op type 'Log' produced NaN in "
+                                                          "output 0 in the forward computation"):
+            f(tg.constant([1.0, -1.0]))
+        np.testing.assert_allclose(f(tg.constant([1.0, 2.0])).numpy(), np.log(2.0))
+    finally:
+        tg.debugging.disable_check_numerics()

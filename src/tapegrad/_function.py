@@ -25,17 +25,18 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 import types
 import warnings
 
 import numpy as np
 
-from . import _backend, _records, config
+from . import _backend, _records, _registry, config
 from ._records import record_outputs
 from ._tape import GradientTape, UnconnectedGradients
 from ._tensor import Tensor, Variable, live_variables
-from .errors import describe_fn
+from .errors import NumericsError, describe_fn
 
 __all__ = ["function", "Function", "TensorSpec"]
 
@@ -303,8 +304,14 @@ class _Program:
     def run(self, leaves):
         """Call the compiled program on the leaves of a call's arguments; returns the result."""
         variables = self.variables
-        flat = self.compiled(*[_host(v._value) for v in variables],
-                             *[_host(_raw(leaves[k])) for k in self.dynamic])
+        try:
+            flat = self.compiled(*[_host(v._value) for v in variables],
+                                 *[_host(_raw(leaves[k])) for k in self.dynamic])
+        except _jax().errors.JaxRuntimeError as e:  # a check-numerics callback raised
+            found = re.search(r"check_numerics: [^\n]*", str(e))
+            if found is None:
+                raise
+            raise NumericsError(found.group(0)) from None
         n_out, n_changed = len(self.tensors), len(self.changed)
         outs = [Tensor(_to_default_backend(a)) for a in flat[:n_out]]
         for v, a in zip(self.changed, flat[n_out:n_out + n_changed]):
@@ -434,6 +441,50 @@ def _compiled_vjp(fn, n_inputs, floating):
 
     vjp.__name__ = f"{getattr(fn, '__name__', 'fn')}_vjp"
     return Function(vjp, jit_compile=True)
+
+
+# --- NumPy forwards on traced values: host callbacks ------------------------------------------
+class _HostCallback:
+    """Runs an op's forward that needs concrete values (written with NumPy, or reading values)
+    on traced inputs as ``jax.pure_callback``: XLA calls back into Python with the inputs'
+    values at run time. The output shapes and dtypes come from a run of the forward on zeros
+    of the inputs' shapes, at trace time. The op's gradient is still the registered one."""
+
+    def wants(self, error, opdef) -> bool:
+        jax = sys.modules.get("jax")
+        return jax is not None and opdef.type not in _DATA_DEPENDENT and isinstance(
+            error, (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError,
+                    jax.errors.TracerIntegerConversionError, jax.errors.TracerBoolConversionError))
+
+    def __call__(self, opdef, values, attrs):
+        jax = _jax()
+        traced = [k for k, v in enumerate(values) if isinstance(v, jax.core.Tracer)]
+        fixed = list(values)
+
+        def forward(*arrays):
+            vals = list(fixed)
+            for k, a in zip(traced, arrays):
+                vals[k] = np.asarray(a)
+            out = opdef.forward(*vals, **attrs)
+            return tuple(np.asarray(o) for o in out) if type(out) is tuple else np.asarray(out)
+
+        zeros = [np.zeros(values[k].shape, _backend.np_dtype(values[k].dtype)) for k in traced]
+        with np.errstate(all="ignore"):
+            try:
+                sample = forward(*zeros)
+            except Exception as e:  # noqa: BLE001 - re-raised with what was being done
+                raise TypeError(
+                    f"op type {opdef.type!r} needs the values of its inputs (its forward uses "
+                    "NumPy or Python numbers), so inside tg.function it runs as a host "
+                    "callback, whose output shapes are found by running it on zeros; that run "
+                    f"failed with {type(e).__name__}: {e}. Write the forward against the Array "
+                    "API namespace of its inputs, or use tg.function(jit_compile=False)") from e
+        spec = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), sample)
+        return jax.pure_callback(forward, spec, *[values[k] for k in traced],
+                                 vmap_method="sequential")
+
+
+_registry.host_callback = _HostCallback()
 
 
 # --- errors -----------------------------------------------------------------------------------

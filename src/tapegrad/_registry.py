@@ -103,6 +103,9 @@ class OpDef:
 
 
 _OPS: dict[str, OpDef] = {}
+# Set by tapegrad._function: runs a forward that needs concrete values (NumPy code) on traced
+# inputs as a host callback. ``wants(error)`` says whether an error is such a need.
+host_callback = None
 
 
 def registered_ops() -> dict[str, OpDef]:
@@ -183,7 +186,7 @@ def _make_op(opdef):
     if opdef.arity == 1 and not opdef.takes_attrs:
         def op(x, /):
             v = x._value if isinstance(x, T) else _raw(x)
-            out = fast(v) if type(v) is nd else forward(v)
+            out = fast(v) if type(v) is nd else _run_forward(opdef, (v,), _NO_ATTRS)
             if type(out) is not nd or type(v) is not nd:
                 out = _checked_result(opdef, out, (x,))
             if state.tapes:
@@ -199,7 +202,7 @@ def _make_op(opdef):
             v1 = x1._value if isinstance(x1, T) else x1 if type(x1) in scalar else _raw(x1)
             v2 = x2._value if isinstance(x2, T) else x2 if type(x2) in scalar else _raw(x2)
             out = (fast(v1, v2) if type(v1) is nd and (type(v2) is nd or type(v2) in scalar)
-                   else forward(v1, v2))
+                   else _run_forward(opdef, (v1, v2), _NO_ATTRS))
             if type(out) is not nd or type(v1) is not nd:
                 out = _checked_result(opdef, out, (x1, x2))
             if state.tapes:
@@ -212,7 +215,8 @@ def _make_op(opdef):
             return t
     else:
         def op(*args, **attrs):
-            out = forward(*[a._value if isinstance(a, T) else _raw(a) for a in args], **attrs)
+            out = _run_forward(opdef, [a._value if isinstance(a, T) else _raw(a) for a in args],
+                               attrs)
             out = _checked_result(opdef, out, args)
             if state.tapes:
                 return record(opdef, args, attrs, out)
@@ -221,6 +225,17 @@ def _make_op(opdef):
             return _wrap(out)
 
     return op
+
+
+def _run_forward(opdef, values, attrs):
+    """``opdef.forward(*values, **attrs)``; a forward that needs concrete values of traced inputs
+    (NumPy code inside ``tg.function``) runs as a host callback instead."""
+    try:
+        return opdef.forward(*values, **attrs)
+    except TypeError as error:
+        if host_callback is None or not host_callback.wants(error, opdef):
+            raise
+    return host_callback(opdef, values, attrs)
 
 
 def _checked_result(opdef, out, args):

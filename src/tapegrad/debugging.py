@@ -1,6 +1,9 @@
 """Debugging aids: check-numerics mode and logging from inside gradient functions."""
 from __future__ import annotations
 
+import functools
+import sys
+
 from . import _backend, _records
 from .errors import NumericsError
 
@@ -8,30 +11,49 @@ __all__ = ["enable_check_numerics", "disable_check_numerics", "log"]
 
 
 class _NumericsObserver:
-    """Sees every op (forward and gradient) and raises at the first NaN or Inf it produces."""
+    """Sees every op (forward and gradient) and raises at the first NaN or Inf it produces.
+
+    Inside ``tg.function`` the values are symbolic: the check is compiled into the program as
+    a host callback (``jax.debug.callback``) that raises when the op runs; JAX reports it as a
+    ``JaxRuntimeError`` carrying the same message."""
 
     _observer = True
 
     def observe(self, op_type, args, outs):
+        jax = sys.modules.get("jax")
         for k, out in enumerate(outs):
             v = out._value
             if not _backend.is_floating(v.dtype):
                 continue
-            xp = _backend.namespace(v)
-            if bool(xp.all(xp.isfinite(v))):
-                continue
-            what = "NaN" if bool(xp.any(xp.isnan(v))) else "Inf"
-            tape, op = _records.backward_state()
-            phase = (f"in the gradient of op type {op.type!r} (while differentiating it)"
-                     if tape is not None and op is not None
-                     else "in the gradient computation" if tape is not None
-                     else "in the forward computation")
-            shapes = ", ".join(str(tuple(a.shape)) if hasattr(a, "shape") else repr(a)
-                               for a in args)
-            raise NumericsError(
-                f"check_numerics: op type {op_type!r} produced {what} in output {k} "
-                f"{phase}; its inputs have shapes [{shapes}]. Disable with "
-                "tg.debugging.disable_check_numerics()")
+            message = functools.partial(_message, op_type, k, _phase(), _shapes(args))
+            if jax is not None and isinstance(v, jax.core.Tracer):
+                jax.debug.callback(functools.partial(_check, message), v)
+            else:
+                _check(message, v)
+
+
+def _check(message, v):
+    xp = _backend.namespace(v)
+    if not bool(xp.all(xp.isfinite(v))):
+        raise NumericsError(message("NaN" if bool(xp.any(xp.isnan(v))) else "Inf"))
+
+
+def _phase() -> str:
+    tape, op = _records.backward_state()
+    if tape is None:
+        return "in the forward computation"
+    if op is None:
+        return "in the gradient computation"
+    return f"in the gradient of op type {op.type!r} (while differentiating it)"
+
+
+def _shapes(args) -> str:
+    return ", ".join(str(tuple(a.shape)) if hasattr(a, "shape") else repr(a) for a in args)
+
+
+def _message(op_type, k, phase, shapes, what) -> str:
+    return (f"check_numerics: op type {op_type!r} produced {what} in output {k} {phase}; its "
+            f"inputs have shapes [{shapes}]. Disable with tg.debugging.disable_check_numerics()")
 
 
 _OBSERVER = _NumericsObserver()

@@ -6,12 +6,18 @@ has its own stream, restarted by ``set_seed``). Without a global seed, calls wit
 are non-deterministic, and calls with one are reproducible from program start.
 :class:`Generator` holds its own state (``numpy.random.default_rng`` on NumPy).
 Default dtype: the backend's default float (float64 on NumPy).
+
+Inside ``tg.function`` a generator draws with JAX's counter-based PRNG from a key it keeps in a
+Variable (``Generator.key``), which the compiled function lifts like any other state: every
+call gets fresh numbers, never constants fixed at trace time.
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
-from ._tensor import Tensor
+from ._tensor import Tensor, Variable
 
 _DEFAULT_GLOBAL_SEED = 87654321  # the global seed assumed when only an op seed is given
 
@@ -27,6 +33,19 @@ class Generator:
             raise TypeError("Generator: expected a numpy.random.Generator; create one with "
                             "tg.random.Generator.from_seed(seed)")
         self._rng = rng
+        self.key = Variable(rng.integers(0, 2 ** 32, size=2, dtype=np.uint32), trainable=False,
+                            name="random_key")
+
+    def _traced(self):
+        """JAX's ``random`` module when this draw is traced by ``tg.function``, else None."""
+        jax = sys.modules.get("jax")
+        return jax.random if jax is not None and isinstance(self.key._value,
+                                                             jax.core.Tracer) else None
+
+    def _subkey(self, jrandom):
+        key, sub = jrandom.split(self.key._value)
+        self.key.assign(key)
+        return sub
 
     @classmethod
     def from_seed(cls, seed) -> "Generator":
@@ -45,6 +64,10 @@ class Generator:
         dtype or a negative shape.
         """
         dtype = _float_dtype("normal", dtype)
+        jrandom = self._traced()
+        if jrandom is not None:
+            return Tensor(mean + stddev * jrandom.normal(self._subkey(jrandom),
+                                                         _check_shape(shape), dtype))
         z = self._rng.standard_normal(_check_shape(shape))
         return Tensor(np.asarray(mean + stddev * z).astype(dtype, copy=False))
 
@@ -57,14 +80,20 @@ class Generator:
         """
         shape = _check_shape(shape)
         dtype = np.dtype(np.float64 if dtype is None else dtype)
+        jrandom = self._traced()
         if dtype.kind in "iu":
             if maxval is None:
                 raise ValueError("uniform: maxval is required for an integer dtype")
             if not minval < maxval:
                 raise ValueError(f"uniform: need minval < maxval, got [{minval}, {maxval})")
+            if jrandom is not None:
+                return Tensor(jrandom.randint(self._subkey(jrandom), shape, minval, maxval,
+                                              dtype))
             return Tensor(self._rng.integers(minval, maxval, size=shape, dtype=dtype))
         dtype = _float_dtype("uniform", dtype)
         maxval = 1.0 if maxval is None else maxval
+        if jrandom is not None:
+            return Tensor(jrandom.uniform(self._subkey(jrandom), shape, dtype, minval, maxval))
         u = self._rng.uniform(minval, maxval, size=shape)
         return Tensor(np.asarray(u).astype(dtype, copy=False))
 
