@@ -251,7 +251,7 @@ class _Program:
                             changed=changed, created=created)
                 return ([out_leaves[k]._value for k in tensors],
                         [candidates[k]._value for k in changed],
-                        [v._value for v in created])
+                        [jax.numpy.asarray(_host(v._value)) for v in created])
             finally:
                 for v, s in zip(candidates, saved):
                     v._value = s
