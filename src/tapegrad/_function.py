@@ -249,9 +249,10 @@ class _Program:
                 created = [v for v in live_variables() if id(v) not in known]
                 info.update(out_leaves=out_leaves, out_tree=out_tree, tensors=tensors,
                             changed=changed, created=created)
-                return ([out_leaves[k]._value for k in tensors],
-                        [candidates[k]._value for k in changed],
-                        [jax.numpy.asarray(_host(v._value)) for v in created])
+                as_jax = jax.numpy.asarray  # values of another backend: via NumPy
+                return ([as_jax(_host(out_leaves[k]._value)) for k in tensors],
+                        [as_jax(_host(candidates[k]._value)) for k in changed],
+                        [as_jax(_host(v._value)) for v in created])
             finally:
                 for v, s in zip(candidates, saved):
                     v._value = s
