@@ -108,6 +108,10 @@ def _import_namespace(name: str):
     except ImportError as e:
         raise ImportError(f"TAPEGRAD_ARRAY_BACKEND={name!r}: cannot import it ({e}); install it "
                           "or unset the variable") from e
+    if name.split(".")[0] == "jax":  # float64, as on every other backend
+        import jax
+
+        jax.config.update("jax_enable_x64", True)
     if not hasattr(module, "__array_api_version__"):
         import array_api_compat
 
