@@ -25,6 +25,7 @@ from . import custom_gradient as _cg
 from .custom_gradient import *  # noqa: F401,F403
 from . import config, debugging, fft, linalg, nn, optimizers, random, special, test, viz  # noqa: E402
 from ._function import Function, TensorSpec, function
+from .forward import ForwardAccumulator, RegisterJVP, hessian, hvp, jacfwd, jvp
 
 try:
     __version__ = _version("tapegrad")
@@ -46,7 +47,8 @@ __all__ = [
     "OperationView", "UnconnectedGradients", "register_hook", "debugging", "primitive",
     "RegisterGradient", "no_gradient", "gradient_override_map", "registered_ops", "Sample",
     "Arg", "errors", "fft", "linalg", "nn", "optimizers", "random", "special", "test", "viz",
-    "config", "function", "Function", "TensorSpec",
+    "config", "function", "Function", "TensorSpec", "ForwardAccumulator", "RegisterJVP", "jvp",
+    "jacfwd", "hessian", "hvp",
     *_cg.__all__,
     "float16", "float32", "float64", "complex64", "complex128", "int8", "int16", "int32",
     "int64", "uint8", "uint16", "uint32", "uint64", "bool", "e", "pi", "inf", "nan", "newaxis",

@@ -47,10 +47,12 @@ _live_tapes = weakref.WeakSet()  # every tape that was entered and is still refe
 
 
 def add_observer(observer) -> None:
-    """Let ``observer.observe(op_type, inputs, outputs)`` see every op, in every thread.
+    """Let ``observer.observe(opdef, inputs, attrs, outputs)`` see every op, in every thread.
 
     An observer (check-numerics) sees each op's forward and the ops of gradient computations
-    as they run; it records nothing. ``observer`` must have ``_observer = True``.
+    as they run, the outermost first; it records nothing. ``observer`` must have
+    ``_observer = True``. (Forward-mode accumulators are observers of one thread, entered and
+    left with their ``with`` block.)
     """
     if observer not in _GLOBAL_OBSERVERS:
         _GLOBAL_OBSERVERS.append(observer)
@@ -272,9 +274,9 @@ def _wrap(value):
 def record_outputs(opdef, args, attrs, outs):
     """Record an op whose output Tensors already exist (used by ``custom_gradient``)."""
     op = None
-    for tape in _state.tapes:
-        if tape._observer:
-            tape.observe(opdef.type, args, outs)
+    for tape in _state.tapes:  # outermost first: an outer accumulator knows an output's
+        if tape._observer:     # tangent before an inner one computes with that output
+            tape.observe(opdef, args, attrs, outs)
             continue
         watched = tape._watched
         traced = False

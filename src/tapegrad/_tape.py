@@ -49,6 +49,7 @@ class GradientTape:
     """
 
     _observer = False  # observers (check-numerics) see every op; tapes record what they trace
+    _differentiates = True
 
     def __init__(self, persistent: bool = False, watch_accessed_variables: bool = True):
         self._persistent = bool(persistent)

@@ -17,6 +17,15 @@ from .errors import (GradientCountError, GradientShapeError, GradientTypeError,
                      NotDifferentiableError, describe_fn)
 
 
+class _Conversion:
+    """What observers see for a raw array a gradient function returned, made a Tensor."""
+
+    type = "Identity"
+
+
+_CONVERSION = _Conversion()
+
+
 def as_gradient_list(result, op, fn) -> list:
     """The gradients ``fn`` returned for ``op``, one per input (``None`` allowed).
 
@@ -106,7 +115,7 @@ def _as_tensor(op, k, x, g, fn):
     g = Tensor(_backend.asarray(g, xp=_backend.namespace(x._value)))
     for obs in _state.tapes:
         if obs._observer:
-            obs.observe("Identity", (g,), (g,))
+            obs.observe(_CONVERSION, (g,), {}, (g,))
     return g
 
 

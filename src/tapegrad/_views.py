@@ -10,7 +10,7 @@ import types
 import numpy as np
 
 from . import _backend
-from ._records import Dropped, Operation, _state
+from ._records import Dropped, Operation, _as_input, _new_record, _state
 from ._tensor import Tensor
 from ._validation import as_gradient_list, check_gradient, no_gradient_error
 from .errors import describe_fn
@@ -134,3 +134,12 @@ class OperationView:
     def __repr__(self):
         return (f"<OperationView {self.type} inputs={list(self.input_shapes)} "
                 f"outputs={list(self.output_shapes)}>")
+
+
+def view_of(opdef, args, attrs, outs) -> OperationView:
+    """A view of an op that ran but is recorded on no tape (what an observer sees), for
+    transformations such as forward mode: it keeps every input and output."""
+    op = _new_record(opdef, args, attrs, outs)
+    op.inputs, op.outputs = tuple(_as_input(a) for a in args), tuple(outs)
+    return OperationView(op)
+

@@ -28,6 +28,7 @@ class _VariableWatcher:
     _watch_vars = True
     _watched = frozenset()
     _observer = False
+    _differentiates = False
 
     def __init__(self):
         self.variables = {}
@@ -112,7 +113,9 @@ def custom_gradient(f=None, *, surrogate=False):
         state = _records._state
         saved = state.tapes
         watcher = _VariableWatcher()
-        state.tapes = [watcher, *[t for t in saved if t._observer]]
+        # observers (check-numerics) see the forward's ops; forward-mode accumulators do not:
+        # the op's tangent comes from its custom gradient
+        state.tapes = [watcher, *[t for t in saved if t._observer and not t._differentiates]]
         try:
             result = f(*args, **kwargs)
         finally:

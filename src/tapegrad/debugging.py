@@ -18,8 +18,10 @@ class _NumericsObserver:
     ``JaxRuntimeError`` carrying the same message."""
 
     _observer = True
+    _differentiates = False
 
-    def observe(self, op_type, args, outs):
+    def observe(self, opdef, args, attrs, outs):
+        op_type = opdef.type
         jax = sys.modules.get("jax")
         for k, out in enumerate(outs):
             v = out._value

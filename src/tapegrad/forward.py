@@ -1,0 +1,243 @@
+"""Forward mode: ``ForwardAccumulator`` (TensorFlow 2), ``RegisterJVP``, and the functional
+transforms built on it: ``jvp``, ``jacfwd``, ``hessian``, ``hvp`` (JAX's names).
+
+An accumulator is an observer of the recording state (``tapegrad._records``): it sees every op
+as it runs and, where an input has a tangent, computes the outputs' tangents at once. The JVP
+rule of an op is the one registered for its gradient's op type with :func:`RegisterJVP`, or
+else the **transpose of its VJP**: a gradient function is linear in its cotangent ``u``,
+``g(u) = J^T u``, so ``J v`` is the gradient with respect to ``u`` of ``<g(u), v>`` (the
+"double VJP", Townsend 2017, "A new trick for calculating Jacobian vector products"). So every
+op with a gradient (built-in, ``custom_gradient``, registered by name, overridden by
+``gradient_override_map``) works in forward mode, with its custom rule respected, and the
+tangents are computed with tapegrad ops: differentiable again, by tapes and by outer
+accumulators.
+"""
+from __future__ import annotations
+
+from . import _records
+from ._tape import GradientTape, UnconnectedGradients, _flatten, _unflatten
+from ._tensor import Tensor, convert_to_tensor
+from ._views import view_of
+from .errors import GradientShapeError, describe_fn
+from .ops import arange, astype, reshape, stack, zeros, zeros_like
+from .ops import sum as _sum
+
+__all__ = ["ForwardAccumulator", "RegisterJVP", "jvp", "jacfwd", "hessian", "hvp"]
+
+_JVPS: dict = {}  # op type -> fn(op, *input_tangents) -> output tangent(s)
+
+
+def RegisterJVP(op_type: str):  # noqa: N802 - the twin of TensorFlow's RegisterGradient
+    """Register ``fn(op, *tangents)`` as the JVP rule of ``op_type`` (forward mode).
+
+    ``op`` is the op's record (``inputs``, ``outputs``, ``attrs``), ``tangents`` one Tensor per
+    input (``None`` for an input without a tangent); ``fn`` returns one tangent per output (a
+    Tensor, or a tuple for several outputs; ``None`` for a zero tangent). Write it with tapegrad
+    ops so that it is differentiable again. Without a rule, an op's JVP is the transpose of its
+    VJP. Raises ``TypeError`` for a non-string type, ``ValueError`` if it already has one.
+    """
+    if not isinstance(op_type, str) or not op_type:
+        raise TypeError(f"RegisterJVP: op_type must be a non-empty string, got {op_type!r}")
+
+    def decorate(fn):
+        if op_type in _JVPS:
+            raise ValueError(f"RegisterJVP: op type {op_type!r} already has a JVP rule "
+                             f"({describe_fn(_JVPS[op_type])})")
+        _JVPS[op_type] = fn
+        return fn
+
+    return decorate
+
+
+class ForwardAccumulator:
+    """Computes Jacobian-vector products of the ops run in its block (``tf.autodiff``).
+
+    Args:
+        primals: a Tensor or Variable, or a (nested) list, tuple or dict of them.
+        tangents: the same structure; each tangent has its primal's shape and is cast to its
+            dtype.
+
+    ``acc.jvp(target)`` is the directional derivative of ``target`` along the tangents.
+    Accumulators nest (an outer one differentiates the inner one's JVPs: second order), and
+    combine with ``GradientTape`` in both orders (forward-over-reverse for Hessian-vector
+    products, reverse-over-forward). Raises ``ValueError`` for mismatched structures or shapes,
+    ``TypeError`` for a primal that is not a Tensor.
+    """
+
+    _observer = True
+    _differentiates = True
+
+    def __init__(self, primals, tangents):
+        self._tangents = {}
+        self._active = False
+        ps, ts = _flatten(primals), _flatten(tangents)
+        if len(ps) != len(ts):
+            raise ValueError(f"ForwardAccumulator: {len(ps)} primal(s) but {len(ts)} "
+                             "tangent(s); give one tangent per primal, in the same structure")
+        for p, t in zip(ps, ts):
+            self.watch(p, t)
+
+    def __enter__(self):
+        if self._active:
+            raise RuntimeError("this ForwardAccumulator is already active; do not re-enter it")
+        self._active = True
+        _records._state.tapes = [*_records._state.tapes, self]
+        return self
+
+    def __exit__(self, *exc):
+        self._active = False
+        _records._state.tapes = [t for t in _records._state.tapes if t is not self]
+        return False
+
+    def watch(self, primal, tangent):
+        """Give ``primal`` (a Tensor or Variable, or a structure of them) the ``tangent``."""
+        for p, t in zip(_flatten(primal), _flatten(tangent)):
+            if not isinstance(p, Tensor):
+                raise TypeError(f"ForwardAccumulator: a primal must be a Tensor or Variable, "
+                                f"got {type(p).__name__}")
+            t = convert_to_tensor(t, dtype=p.dtype) if not isinstance(t, Tensor) else t
+            if tuple(t.shape) != tuple(p.shape):
+                raise ValueError(f"ForwardAccumulator: a tangent of shape {tuple(t.shape)} for "
+                                 f"a primal of shape {tuple(p.shape)}; they must match")
+            self._tangents[p._id] = t
+
+    def jvp(self, primals, unconnected_gradients=UnconnectedGradients.NONE):
+        """The tangent of each of ``primals`` (a Tensor or a structure of them), in their
+        structure: ``None`` (or zeros, with ``UnconnectedGradients.ZERO``) where a primal does
+        not depend on the watched ones."""
+        zero = UnconnectedGradients(unconnected_gradients) is UnconnectedGradients.ZERO
+        out = []
+        for p in _flatten(primals):
+            t = self._tangents.get(p._id) if isinstance(p, Tensor) else None
+            out.append(zeros_like(p) if t is None and zero else t)
+        return _unflatten(primals, iter(out))
+
+    # --- seeing ops ---------------------------------------------------------------------------
+    def observe(self, opdef, args, attrs, outs):
+        tangents = self._tangents
+        ins = [tangents.get(a._id) if isinstance(a, Tensor) else None for a in args]
+        if all(t is None for t in ins) or not opdef.differentiable:
+            return
+        state = _records._state
+        saved = state.tapes
+        k = saved.index(self) if self in saved else len(saved)
+        state.tapes = [t for t in saved[:k] if not (t is self)]  # inner accumulators pause
+        try:
+            outs_t = _output_tangents(opdef, args, attrs, outs, ins)
+        finally:
+            state.tapes = saved
+        for o, t in zip(outs, outs_t):
+            if t is not None:
+                tangents[o._id] = t
+
+
+def _output_tangents(opdef, args, attrs, outs, ins) -> list:
+    """One tangent (or None) per output of an op, from its JVP rule or its transposed VJP."""
+    op = view_of(opdef, args, attrs, outs)
+    rule = _JVPS.get(op.gradient_type)
+    if rule is not None:
+        res = rule(op._op, *ins)
+        res = list(res) if isinstance(res, (tuple, list)) else [res]
+        if len(res) != len(outs):
+            raise GradientShapeError(
+                f"the JVP rule {describe_fn(rule)} of op type {op.gradient_type!r} returned "
+                f"{len(res)} tangent(s) for {len(outs)} output(s); return one per output")
+        return res
+    floating = [k for k, o in enumerate(outs) if o.dtype.kind in "fc"]
+    us = [zeros_like(o) for o in outs]
+    needed = [k for k, t in enumerate(ins) if t is not None]
+    with GradientTape() as tape:
+        tape.watch([us[k] for k in floating])
+        gs = op.gradient(*us, needed=needed)
+        terms = [_sum(gs[k] * _cast(ins[k], gs[k])) for k in needed if gs[k] is not None]
+        if not terms:
+            return [None] * len(outs)
+        s = terms[0]
+        for t in terms[1:]:
+            s = s + t
+    jv = tape.gradient(s, [us[k] for k in floating])
+    out = [None] * len(outs)
+    for k, t in zip(floating, jv):
+        out[k] = t
+    return out
+
+
+def _cast(t, like):
+    return t if t.dtype == like.dtype else astype(t, like.dtype)
+
+
+# --- functional transforms --------------------------------------------------------------------
+def _as_tensors(xs):
+    return [x if isinstance(x, Tensor) else convert_to_tensor(x) for x in xs]
+
+
+def jvp(f, primals, tangents):
+    """``(f(*primals), J v)``: the value of ``f`` and its directional derivative along
+    ``tangents`` (JAX's ``jax.jvp``), by forward mode.
+
+    ``primals``, ``tangents``: tuples (or lists) of the same length of Tensors, arrays or
+    floats, each tangent of its primal's shape. ``f`` returns a Tensor or a (nested) structure
+    of them; the tangent output has the same structure (zeros where unconnected).
+    """
+    ps, ts = _as_tensors(primals), _as_tensors(tangents)
+    with ForwardAccumulator(ps, ts) as acc:
+        out = f(*ps)
+    return out, acc.jvp(out, unconnected_gradients=UnconnectedGradients.ZERO)
+
+
+def jacfwd(f, argnums=0):
+    """The Jacobian of ``f`` with respect to argument(s) ``argnums``, by forward mode: one JVP
+    per input element (JAX's ``jax.jacfwd``; cheaper than reverse mode when inputs are fewer
+    than outputs). ``f`` returns one Tensor of shape ``T``; the Jacobian for an argument of
+    shape ``S`` has shape ``T + S`` (a tuple of them for a tuple ``argnums``).
+    """
+    def jac(*args):
+        args = _as_tensors(args)
+        nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+        out = []
+        for i in nums:
+            x = args[i]
+            cols = []
+            for j in range(x.size):
+                e = reshape(_onehot(x, j), x.shape)
+                with ForwardAccumulator(x, e) as acc:
+                    y = f(*args)
+                cols.append(acc.jvp(y, unconnected_gradients=UnconnectedGradients.ZERO))
+            if not cols:
+                y = f(*args)
+                out.append(zeros(tuple(y.shape) + tuple(x.shape), dtype=y.dtype))
+                continue
+            j = stack(cols, axis=-1)
+            out.append(reshape(j, tuple(cols[0].shape) + tuple(x.shape)))
+        return out[0] if isinstance(argnums, int) else tuple(out)
+
+    return jac
+
+
+def _onehot(x, j):
+    return astype(arange(x.size) == j, x.dtype)
+
+
+def _grad_of(f, argnums):
+    def g(*args):
+        args = _as_tensors(args)
+        with GradientTape() as tape:
+            tape.watch(args[argnums])
+            y = f(*args)
+        return tape.gradient(y, args[argnums],
+                             unconnected_gradients=UnconnectedGradients.ZERO)
+
+    return g
+
+
+def hessian(f, argnums=0):
+    """The Hessian of a scalar ``f`` with respect to argument ``argnums`` (an int), by forward
+    over reverse (JAX's ``jax.hessian``): shape ``S + S`` for an argument of shape ``S``."""
+    return jacfwd(_grad_of(f, argnums), argnums)
+
+
+def hvp(f, primals, tangents):
+    """The Hessian-vector product of a scalar ``f`` at ``primals`` along ``tangents`` (a tuple
+    with one tangent per primal; the product is taken with respect to the first argument), by
+    forward over reverse: the JVP of the gradient, one reverse and one forward pass."""
+    return jvp(_grad_of(f, 0), primals, tangents)[1]

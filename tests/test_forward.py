@@ -1,0 +1,199 @@
+"""Forward mode: ForwardAccumulator, RegisterJVP, jvp / jacfwd / hessian / hvp."""
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from test_registry_gradients import _SYMMETRIC_INPUT, _cases
+
+_ZERO = tg.UnconnectedGradients.ZERO
+
+
+def _floating(ys):
+    ys = list(ys) if isinstance(ys, (tuple, list)) else [ys]
+    return [y for y in ys if y.dtype.kind == "f"]
+
+
+def _flat(ts):
+    return np.concatenate([np.ravel(t.numpy()) for t in ts]) if ts else np.zeros(0)
+
+
+@pytest.mark.parametrize("op_type, index", [c for c in _cases() if c.values[1] is not None])
+def test_every_primitive_jvp_matches_differences_to_second_order(op_type, index):
+    opdef = tg.registered_ops()[op_type]
+    rng = np.random.default_rng([zlib.crc32(op_type.encode()), index, 1])
+    args, attrs, positions = opdef.samples[index].materialize(rng)
+
+    def f(*xs):
+        full = list(args)
+        for p, x in zip(positions, xs):
+            full[p] = (x + tg.matrix_transpose(x)) / 2.0 if op_type in _SYMMETRIC_INPUT else x
+        return _floating(opdef.public(*full, **attrs))
+
+    xs = [np.asarray(args[p], dtype=np.float64) for p in positions]
+    vs = [rng.uniform(-1.0, 1.0, size=x.shape) for x in xs]
+
+    def jvp_at(points, order):
+        ts = [tg.constant(x) for x in points]
+        tv = [tg.constant(v) for v in vs]
+        with tg.ForwardAccumulator(ts, tv) as outer:
+            with tg.ForwardAccumulator(ts, tv) as inner:
+                ys = f(*ts)
+            first = inner.jvp(ys, unconnected_gradients=_ZERO)
+        if order == 1:
+            return _flat(first)
+        return _flat(outer.jvp(first, unconnected_gradients=_ZERO))
+
+    low = any(y.dtype.itemsize < 8 for y in f(*map(tg.constant, xs)))  # e.g. Cast to float32
+    eps, tol, eps2, tol2 = (1e-2, 1e-2, 1e-1, 5e-2) if low else (1e-6, 1e-5, 1e-4, 1e-4)
+    plus = [x + eps * v for x, v in zip(xs, vs)]
+    minus = [x - eps * v for x, v in zip(xs, vs)]
+    numeric1 = (_flat(f(*map(tg.constant, plus))) - _flat(f(*map(tg.constant, minus)))) / (2 * eps)
+    np.testing.assert_allclose(jvp_at(xs, 1), numeric1, rtol=tol, atol=tol)
+    plus2 = [x + eps2 * v for x, v in zip(xs, vs)]
+    minus2 = [x - eps2 * v for x, v in zip(xs, vs)]
+    numeric2 = (jvp_at(plus2, 1) - jvp_at(minus2, 1)) / (2 * eps2)
+    np.testing.assert_allclose(jvp_at(xs, 2), numeric2, rtol=tol2, atol=tol2)
+
+
+# --- accumulators ---------------------------------------------------------------------------
+def test_jvp_of_a_chain_and_unconnected_targets():
+    x, v = tg.constant([0.5, 1.0, 2.0]), tg.constant([1.0, 0.0, -1.0])
+    c = tg.constant([3.0])
+    with tg.ForwardAccumulator(x, v) as acc:
+        y = tg.sin(x) * x
+    want = (np.cos([0.5, 1.0, 2.0]) * [0.5, 1.0, 2.0] + np.sin([0.5, 1.0, 2.0])) * [1, 0, -1]
+    np.testing.assert_allclose(acc.jvp(y).numpy(), want)
+    assert acc.jvp(c) is None
+    np.testing.assert_array_equal(acc.jvp(c, unconnected_gradients="zero").numpy(), [0.0])
+
+
+def test_variables_as_primals_and_structures():
+    w = tg.Variable([2.0, 3.0])
+    b = tg.constant(1.0)
+    with tg.ForwardAccumulator({"w": w, "b": b}, {"w": np.ones(2), "b": 2.0}) as acc:
+        y = tg.sum(w * w) + b
+    np.testing.assert_allclose(float(acc.jvp(y)), 2 * 2.0 + 2 * 3.0 + 2.0)
+
+
+def test_mismatched_primals_and_tangents_raise():
+    x = tg.constant([1.0, 2.0])
+    with pytest.raises(ValueError, match="2 primal.* but 1 tangent"):
+        tg.ForwardAccumulator([x, x], [x])
+    with pytest.raises(ValueError, match=r"a tangent of shape \(3,\) for a primal of shape \(2,\)"):
+        tg.ForwardAccumulator(x, tg.constant([1.0, 2.0, 3.0]))
+    with pytest.raises(TypeError, match="a primal must be a Tensor or Variable, got float"):
+        tg.ForwardAccumulator([1.0], [1.0])
+
+
+def test_forward_over_reverse_and_reverse_over_forward():
+    x, v = tg.constant([0.3, -1.2]), tg.constant([1.0, 2.0])
+    with tg.ForwardAccumulator(x, v) as acc:
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = tg.sum(x ** 3)
+        g = tape.gradient(y, x)
+    np.testing.assert_allclose(acc.jvp(g).numpy(), 6 * x.numpy() * v.numpy())  # H v
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        with tg.ForwardAccumulator(x, v) as acc:
+            y = tg.sum(x ** 3)
+        j = acc.jvp(y)
+    np.testing.assert_allclose(tape.gradient(j, x).numpy(), 6 * x.numpy() * v.numpy())
+
+
+def test_nested_accumulators_give_second_order():
+    x, v = tg.constant([0.5, 2.0]), tg.constant([1.0, -1.0])
+    with tg.ForwardAccumulator(x, v) as outer:
+        with tg.ForwardAccumulator(x, v) as inner:
+            y = tg.exp(x) * x
+        t = inner.jvp(y)
+    np.testing.assert_allclose(outer.jvp(t).numpy(), np.exp(x.numpy()) * (x.numpy() + 2.0)
+                               * v.numpy() ** 2)
+
+
+# --- custom rules ---------------------------------------------------------------------------
+@tg.custom_gradient
+def _straight_round(x):
+    return tg.round(x), lambda dy: dy * 0.5  # a surrogate: half the identity
+
+
+@tg.primitive("ForwardTestCube")
+def _cube(x):
+    return x * x * x
+
+
+@tg.RegisterGradient("ForwardTestCube")
+def _cube_grad(op, dy):
+    return dy * 3.0 * op.inputs[0] ** 2
+
+
+@tg.primitive("ForwardTestTwice")
+def _twice(x):
+    return x * 2.0
+
+
+@tg.RegisterGradient("ForwardTestTwice")
+def _twice_grad(op, dy):
+    return dy * 2.0
+
+
+@tg.RegisterJVP("ForwardTestTwice")
+def _twice_jvp(op, t):
+    _twice_jvp.calls += 1
+    return t * 2.0
+
+
+_twice_jvp.calls = 0
+
+
+def test_custom_gradients_are_respected_in_forward_mode():
+    x, v = tg.constant([0.4, 1.6]), tg.constant([1.0, 1.0])
+    with tg.ForwardAccumulator(x, v) as acc:
+        a = _straight_round(x)
+        b = _cube(x)
+        c = _twice(x)
+    np.testing.assert_allclose(acc.jvp(a).numpy(), [0.5, 0.5])  # the surrogate, transposed
+    np.testing.assert_allclose(acc.jvp(b).numpy(), 3 * x.numpy() ** 2)
+    np.testing.assert_allclose(acc.jvp(c).numpy(), [2.0, 2.0])
+    assert _twice_jvp.calls == 1
+    with tg.ForwardAccumulator(x, v) as acc:
+        with tg.gradient_override_map({"ForwardTestCube": "Identity"}):
+            b = _cube(x)
+    np.testing.assert_allclose(acc.jvp(b).numpy(), [1.0, 1.0])  # the override applies
+
+
+def test_register_jvp_errors():
+    with pytest.raises(TypeError, match="RegisterJVP: op_type must be a non-empty string"):
+        tg.RegisterJVP(1)
+    with pytest.raises(ValueError, match="'ForwardTestTwice' already has a JVP rule"):
+        tg.RegisterJVP("ForwardTestTwice")(lambda op, t: t)
+
+
+# --- transforms -----------------------------------------------------------------------------
+def _f(x):
+    return tg.sum(tg.tanh(x) ** 2)
+
+
+def test_jvp_jacfwd_hessian_hvp():
+    x0 = np.array([0.3, -0.7, 1.1])
+    v0 = np.array([1.0, 2.0, -1.0])
+    x, v = tg.constant(x0), tg.constant(v0)
+    out, t = tg.jvp(lambda a: tg.sin(a) * 2.0, (x,), (v,))
+    np.testing.assert_allclose(out.numpy(), 2 * np.sin(x0))
+    np.testing.assert_allclose(t.numpy(), 2 * np.cos(x0) * v0)
+    np.testing.assert_allclose(tg.jacfwd(lambda a: tg.sin(a))(x).numpy(), np.diag(np.cos(x0)))
+    th = np.tanh(x0)
+    h = np.diag(2 * (1 - th ** 2) * (1 - 3 * th ** 2))  # d2/dx2 tanh(x)^2
+    np.testing.assert_allclose(tg.hessian(_f)(x).numpy(), h, atol=1e-12)
+    np.testing.assert_allclose(tg.hvp(_f, (x,), (v,)).numpy(), h @ v0, atol=1e-12)
+
+
+def test_jacfwd_with_several_arguments_and_the_custom_rule():
+    x, y = tg.constant([1.0, 2.0]), tg.constant(3.0)
+    jx, jy = tg.jacfwd(lambda a, b: _straight_round(a) * b, argnums=(0, 1))(x, y)
+    np.testing.assert_allclose(jx.numpy(), np.diag([1.5, 1.5]))
+    np.testing.assert_allclose(jy.numpy(), [1.0, 2.0])
