@@ -197,3 +197,22 @@ def test_jacfwd_with_several_arguments_and_the_custom_rule():
     jx, jy = tg.jacfwd(lambda a, b: _straight_round(a) * b, argnums=(0, 1))(x, y)
     np.testing.assert_allclose(jx.numpy(), np.diag([1.5, 1.5]))
     np.testing.assert_allclose(jy.numpy(), [1.0, 2.0])
+
+
+# --- tg.test in forward mode ------------------------------------------------------------------
+def test_check_gradients_checks_forward_mode_to_second_order():
+    x = np.array([0.3, 1.0, -0.4])
+    tg.test.check_gradients(lambda a: tg.sin(a) * tg.exp(a), [x], order=2, modes=("rev", "fwd"))
+    tg.test.check_gradients(lambda a: _cube(a) * 2.0, [x], order=2, modes="fwd")
+
+
+def test_check_gradients_in_forward_mode_names_a_wrong_rule():
+    @tg.custom_gradient
+    def wrong(a):
+        return tg.sin(a), lambda dy: dy * tg.cos(a) * 1.5
+
+    with pytest.raises(AssertionError, match=r"forward mode, input 0 \(shape \(3,\)\).*the JVP "
+                                             r"J v does not match central differences"):
+        tg.test.check_gradients(wrong, [np.array([0.3, 1.0, -0.4])], modes=("fwd",))
+    with pytest.raises(ValueError, match="modes must name 'rev' and/or 'fwd'"):
+        tg.test.check_gradients(tg.sin, [np.array([1.0])], modes=("forward",))

@@ -10,6 +10,7 @@ from ..ops.creation import zeros_like
 from ._arguments import check_tolerances, floating_outputs, is_float, prepare, to_tensor
 from ._contract import check_records, is_user_op
 from ._finite_differences import defaults, step_note, traced
+from ._forward_mode import forward_failures
 from ._projected import output_cotangents, projected_failures, worst_elements
 from ._report import SurrogateGradientWarning, locate, promotion_note, row_shape, table, unravel
 
@@ -52,7 +53,8 @@ def _vjp_function(fn, xs, rng):
     return h
 
 
-def check_gradients(f, args, order=1, atol=None, rtol=None, eps=None, *, seed=0):
+def check_gradients(f, args, order=1, atol=None, rtol=None, eps=None, *, seed=0,
+                    modes=("rev",)):
     """Assert that the tape gradients of ``f(*args)`` match central finite differences.
 
     Checks every order from 1 to ``order`` (as JAX's ``check_grads`` does): order 1 compares
@@ -88,6 +90,12 @@ def check_gradients(f, args, order=1, atol=None, rtol=None, eps=None, *, seed=0)
         eps: the central-difference step: by default ``1e-6`` for float64 outputs, ``1e-3``
             for float32, ``2**-5`` for float16.
         seed: the seed of the random cotangents and directions (the check is deterministic).
+        modes: ``("rev",)`` (the default), ``("fwd",)`` or ``("rev", "fwd")`` (JAX's
+            ``check_grads`` names): ``"fwd"`` also checks forward mode: for each input, the JVP
+            ``J v`` (a ``ForwardAccumulator``) is compared with central differences of ``f``
+            and, projected on a cotangent ``u``, with the VJP: ``<u, J v> == <J^T u, v>``; for
+            order 2, the JVP of the JVP map ``x -> J(x) v`` (nested accumulators) against
+            central differences of that map.
 
     Method: for each order and each checked input ``i``, the scalar ``<u, J_i v>`` (``u`` a
     random cotangent of the outputs, ``v`` a random direction in input ``i``, entries of random
@@ -129,6 +137,9 @@ def check_gradients(f, args, order=1, atol=None, rtol=None, eps=None, *, seed=0)
     fname, positions, xs, promoted, call = prepare("check_gradients", f, args)
     if isinstance(order, bool) or not isinstance(order, int) or order < 1:
         raise ValueError(f"{fname}: order must be an int >= 1, got {order!r}")
+    modes = (modes,) if isinstance(modes, str) else tuple(modes)
+    if not modes or set(modes) - {"rev", "fwd"}:
+        raise ValueError(f"{fname}: modes must name 'rev' and/or 'fwd', got {modes!r}")
     check_tolerances(fname, atol=atol, rtol=rtol, eps=eps)
 
     def fn(xt):
@@ -149,9 +160,13 @@ def check_gradients(f, args, order=1, atol=None, rtol=None, eps=None, *, seed=0)
     step, d_atol, d_rtol = defaults(itemsize, eps)
     rng = np.random.default_rng(seed)
     failed, excused, excused_inputs, error = [], [], set(), None
+    if "fwd" in modes:
+        failed += forward_failures(fn, xs, rng, step, d_atol if atol is None else atol,
+                                   d_rtol if rtol is None else rtol, min(order, 2), fname,
+                                   positions)
     try:
         g = fn
-        for k in range(1, order + 1):
+        for k in range(1, order + 1 if "rev" in modes and not failed else 1):
             scale = 10.0 ** (k - 1)
             a_tol = d_atol * scale if atol is None else atol
             r_tol = d_rtol * scale if rtol is None else rtol
