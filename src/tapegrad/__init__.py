@@ -10,8 +10,8 @@ from importlib.metadata import version as _version
 
 import numpy as _np
 
-from ._registry import (Arg, Sample, RegisterGradient, gradient_override_map, no_gradient,
-                        primitive, registered_ops)
+from ._registry import (Arg, Sample, RegisterGradient, RegisterJVP, gradient_override_map,
+                        no_gradient, primitive, registered_ops)
 from ._records import Operation
 from ._hooks import register_hook
 from ._tape import GradientTape, UnconnectedGradients
@@ -25,7 +25,7 @@ from . import custom_gradient as _cg
 from .custom_gradient import *  # noqa: F401,F403
 from . import config, debugging, fft, linalg, nn, optimizers, random, special, test, viz  # noqa: E402
 from ._function import Function, TensorSpec, function
-from .forward import ForwardAccumulator, RegisterJVP, hessian, hvp, jacfwd, jvp
+from .forward import ForwardAccumulator, hessian, hvp, jacfwd, jvp
 
 try:
     __version__ = _version("tapegrad")

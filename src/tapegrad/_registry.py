@@ -37,7 +37,7 @@ class OpDef:
     """
 
     __slots__ = ("type", "forward", "params", "arity", "takes_attrs", "samples", "grad",
-                 "differentiable", "public", "surrogate", "reads")
+                 "differentiable", "public", "surrogate", "reads", "jvp")
     is_custom = False
 
     def __init__(self, op_type, forward=None, samples=None):
@@ -47,6 +47,7 @@ class OpDef:
         self.surrogate = False
         self.differentiable = True
         self.reads = READS["both"]
+        self.jvp = None
         self.public = None
         self.define(forward)
 
@@ -303,6 +304,38 @@ def RegisterGradient(op_type: str, *, surrogate: bool = False, reads: str = "bot
         return fn
 
     return decorate
+
+
+def RegisterJVP(op_type: str):  # noqa: N802 - the forward-mode twin of RegisterGradient
+    """Register ``fn(op, *tangents)`` as the JVP rule of ``op_type`` (forward mode).
+
+    ``op`` is the op's record (``inputs``, ``outputs``, ``attrs``), ``tangents`` one Tensor per
+    input (``None`` for an input without a tangent); ``fn`` returns one tangent per output (a
+    Tensor, or a tuple for several outputs; ``None`` for a zero tangent), or ``NotImplemented``
+    to use the default for this call. Write it with tapegrad ops so that it is differentiable
+    again. The default (no rule) is the transpose of the op's VJP (``tapegrad.forward``).
+    The op type may be defined before or after. Raises ``TypeError`` for a type that is not a
+    non-empty string, ``ValueError`` if it already has a JVP rule.
+    """
+    _check_type_name(op_type, "RegisterJVP")
+
+    def decorate(fn):
+        opdef = _OPS.get(op_type)
+        if opdef is None:
+            opdef = _OPS[op_type] = OpDef(op_type)
+        if opdef.jvp is not None:
+            raise ValueError(f"RegisterJVP: op type {op_type!r} already has a JVP rule "
+                             f"({describe_fn(opdef.jvp)})")
+        opdef.jvp = fn
+        return fn
+
+    return decorate
+
+
+def linear_jvp(op, tangent, *rest):
+    """The JVP rule of an op linear in its first input (and constant in the others): the op
+    itself applied to the tangent, with the same other inputs and attributes."""
+    return op._opdef.public(tangent, *op.inputs[1:], **op.attrs)
 
 
 def no_gradient(op_type: str) -> None:

@@ -1,9 +1,10 @@
-"""Forward mode: ``ForwardAccumulator`` (TensorFlow 2), ``RegisterJVP``, and the functional
+"""Forward mode: ``ForwardAccumulator`` (TensorFlow 2) and the functional
 transforms built on it: ``jvp``, ``jacfwd``, ``hessian``, ``hvp`` (JAX's names).
 
 An accumulator is an observer of the recording state (``tapegrad._records``): it sees every op
 as it runs and, where an input has a tangent, computes the outputs' tangents at once. The JVP
-rule of an op is the one registered for its gradient's op type with :func:`RegisterJVP`, or
+rule of an op is the one registered for its gradient's op type with ``tg.RegisterJVP`` (beside
+the forward and the gradient in the op's module), or
 else the **transpose of its VJP**: a gradient function is linear in its cotangent ``u``,
 ``g(u) = J^T u``, so ``J v`` is the gradient with respect to ``u`` of ``<g(u), v>`` (the
 "double VJP", Townsend 2017, "A new trick for calculating Jacobian vector products"). So every
@@ -22,32 +23,7 @@ from .errors import GradientShapeError, describe_fn
 from .ops import arange, astype, reshape, stack, zeros, zeros_like
 from .ops import sum as _sum
 
-__all__ = ["ForwardAccumulator", "RegisterJVP", "jvp", "jacfwd", "hessian", "hvp"]
-
-_JVPS: dict = {}  # op type -> fn(op, *input_tangents) -> output tangent(s)
-
-
-def RegisterJVP(op_type: str):  # noqa: N802 - the twin of TensorFlow's RegisterGradient
-    """Register ``fn(op, *tangents)`` as the JVP rule of ``op_type`` (forward mode).
-
-    ``op`` is the op's record (``inputs``, ``outputs``, ``attrs``), ``tangents`` one Tensor per
-    input (``None`` for an input without a tangent); ``fn`` returns one tangent per output (a
-    Tensor, or a tuple for several outputs; ``None`` for a zero tangent). Write it with tapegrad
-    ops so that it is differentiable again. Without a rule, an op's JVP is the transpose of its
-    VJP. Raises ``TypeError`` for a non-string type, ``ValueError`` if it already has one.
-    """
-    if not isinstance(op_type, str) or not op_type:
-        raise TypeError(f"RegisterJVP: op_type must be a non-empty string, got {op_type!r}")
-
-    def decorate(fn):
-        if op_type in _JVPS:
-            raise ValueError(f"RegisterJVP: op type {op_type!r} already has a JVP rule "
-                             f"({describe_fn(_JVPS[op_type])})")
-        _JVPS[op_type] = fn
-        return fn
-
-    return decorate
-
+__all__ = ["ForwardAccumulator", "jvp", "jacfwd", "hessian", "hvp"]
 
 class ForwardAccumulator:
     """Computes Jacobian-vector products of the ops run in its block (``tf.autodiff``).
@@ -134,9 +110,9 @@ class ForwardAccumulator:
 def _output_tangents(opdef, args, attrs, outs, ins) -> list:
     """One tangent (or None) per output of an op, from its JVP rule or its transposed VJP."""
     op = view_of(opdef, args, attrs, outs)
-    rule = _JVPS.get(op.gradient_type)
-    if rule is not None:
-        res = rule(op._op, *ins)
+    rule = getattr(op._op._gdef, "jvp", None)  # custom_gradient calls: transposed VJP
+    res = NotImplemented if rule is None else rule(op._op, *ins)
+    if res is not NotImplemented:
         res = list(res) if isinstance(res, (tuple, list)) else [res]
         if len(res) != len(outs):
             raise GradientShapeError(

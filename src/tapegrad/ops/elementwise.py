@@ -24,10 +24,11 @@ import numpy as _np
 from .._backend import namespace as _ns
 from .._backend import np_dtype as _np_dtype
 from .._backend import xp_dtype
-from .._registry import Arg, RegisterGradient, Sample, no_gradient, primitive
+from .._registry import (Arg, RegisterGradient, RegisterJVP, Sample, linear_jvp, no_gradient,
+                         primitive)
 from .._tensor import Tensor
 from .creation import ones_like, zeros_like
-from .manipulation import to_device
+from .manipulation import broadcast_to, to_device
 
 _ndarray = _np.ndarray
 _PY_SCALARS = frozenset((bool, int, float, complex))
@@ -239,6 +240,14 @@ def _define_unary(name, op_type, formula, domain, reads):
             return formula(o.inputs[0], o.outputs[0], dy)  # dy has the output's dtype
         return complex_formula(o.inputs[0], o.outputs[0], dy)
 
+    @RegisterJVP(op_type)
+    def jvp(o, t):
+        # an elementwise op's Jacobian is diagonal, so J t = J^T t: the gradient formula
+        # applied to the tangent (real inputs; complex ones take the transposed VJP)
+        if _is_complex(o.outputs[0]) or _is_complex(t):
+            return NotImplemented
+        return formula(o.inputs[0], o.outputs[0], t)
+
     return op
 
 
@@ -265,6 +274,18 @@ def _define_binary(name, op_type, f1, f2, dom1, dom2, reads):
         g2 = c2(a, b, y, dy) if n2 else None
         return _real_part_for_real(g1, a), _real_part_for_real(g2, b)
 
+    @RegisterJVP(op_type)
+    def jvp(o, t1, t2):
+        # diagonal partial Jacobians: each formula applied to its tangent, broadcast to the
+        # output's shape (real values; complex ones take the transposed VJP)
+        a, b = o.inputs
+        y = o.outputs[0]
+        if _is_complex(y):
+            return NotImplemented
+        terms = [f(a, b, y, broadcast_to(t, y.shape)) for f, t in ((f1, t1), (f2, t2))
+                 if t is not None]
+        return terms[0] if len(terms) == 1 else terms[0] + terms[1]
+
     return op
 
 
@@ -290,6 +311,9 @@ for _name in _NONDIFF_BINARY:
 def identity(x, /):
     """Return ``x`` unchanged (a new Tensor); its gradient passes the cotangent unchanged."""
     return x
+
+
+RegisterJVP("Identity")(linear_jvp)
 
 
 @RegisterGradient("Identity", reads="none")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as _np
 
 from .._backend import namespace as _ns
-from .._registry import RegisterGradient, Sample, primitive
+from .._registry import RegisterGradient, RegisterJVP, Sample, linear_jvp, primitive
 from .._tensor import Tensor
 
 
@@ -26,6 +26,9 @@ def _shape(x) -> tuple:
                                Sample((), shape=(1, 1)), Sample((0, 2), shape=(2, 0))])
 def _reshape(x, *, shape, copy=None):
     return _ns(x).reshape(x, shape)
+
+
+RegisterJVP("Reshape")(linear_jvp)
 
 
 @RegisterGradient("Reshape", reads="none")
@@ -45,6 +48,9 @@ def reshape(x, /, shape, *, copy=None):
                                    Sample((1,), shape=(0,))])
 def _broadcast_to(x, *, shape):
     return _ns(x).broadcast_to(x, shape)
+
+
+RegisterJVP("BroadcastTo")(linear_jvp)
 
 
 @RegisterGradient("BroadcastTo", reads="none")
@@ -100,6 +106,9 @@ def _matrix_transpose(x):
     return _ns(x).matrix_transpose(x)
 
 
+RegisterJVP("MatrixTranspose")(linear_jvp)
+
+
 @RegisterGradient("MatrixTranspose", reads="none")
 def _matrix_transpose_grad(op, dy):
     return matrix_transpose(dy)
@@ -126,6 +135,7 @@ def _expand_dims(x, *, axis):
 
 
 RegisterGradient("ExpandDims", reads="none")(_reshape_grad)
+RegisterJVP("ExpandDims")(linear_jvp)
 
 
 def expand_dims(x, /, axis=0):
@@ -151,6 +161,7 @@ def _squeeze(x, *, axis):
 
 
 RegisterGradient("Squeeze", reads="none")(_reshape_grad)
+RegisterJVP("Squeeze")(linear_jvp)
 
 
 def squeeze(x, /, axis):
@@ -167,6 +178,9 @@ def squeeze(x, /, axis):
                             Sample(()), Sample((0, 3), axis=0)])
 def _flip(x, *, axis=None):
     return _ns(x).flip(x, axis=axis)
+
+
+RegisterJVP("Flip")(linear_jvp)
 
 
 @RegisterGradient("Flip", reads="none")

@@ -16,7 +16,7 @@ import numpy as _np
 
 from .. import _backend
 from .._backend import namespace as _ns
-from .._registry import Arg, RegisterGradient, Sample, primitive
+from .._registry import Arg, RegisterGradient, RegisterJVP, Sample, primitive
 from .._tensor import Tensor
 from .elementwise import exp, tanh, where
 from .manipulation import reshape
@@ -48,6 +48,11 @@ except NotImplementedError:
 @primitive("Relu", samples=_UNARY)
 def _relu(features):
     return _ns(features).maximum(features, 0)
+
+
+@RegisterJVP("Relu")
+def _relu_jvp(op, t):
+    return _relu_backprop(t, op.outputs[0])  # diagonal Jacobian: the same mask
 
 
 @RegisterGradient("Relu", reads="outputs")

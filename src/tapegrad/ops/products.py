@@ -7,7 +7,7 @@ matrix derivative results", 2008), summed over broadcast batch axes. Real floati
 from __future__ import annotations
 
 from .._backend import namespace as _ns
-from .._registry import RegisterGradient, Sample, primitive
+from .._registry import RegisterGradient, RegisterJVP, Sample, primitive
 from .manipulation import _shape, expand_dims, matrix_transpose, permute_dims, reshape
 from .reductions import _sum_to
 
@@ -31,6 +31,15 @@ def _matmul(x1, x2):
                    f"({s2[0] if len(s2) == 1 else s2[-2]}) and the batch dimensions must "
                    "broadcast")
         raise ValueError(f"matmul: cannot multiply shapes {s1} and {s2}: {msg}") from e
+
+
+@RegisterJVP("MatMul")
+def _matmul_jvp(op, ta, tb):
+    # bilinear: d(A B) = dA B + A dB
+    a, b = op.inputs
+    terms = [matmul(ta, b) if ta is not None else None, matmul(a, tb) if tb is not None else None]
+    terms = [t for t in terms if t is not None]
+    return terms[0] if len(terms) == 1 else terms[0] + terms[1]
 
 
 @RegisterGradient("MatMul", reads="inputs")

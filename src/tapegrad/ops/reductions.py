@@ -11,7 +11,7 @@ import math
 
 from .._backend import namespace as _ns
 from .._backend import xp_dtype as _xp_dtype
-from .._registry import RegisterGradient, Sample, no_gradient, primitive
+from .._registry import RegisterGradient, RegisterJVP, Sample, linear_jvp, no_gradient, primitive
 from .conversion import asarray
 from .creation import ones_like
 from .elementwise import astype, logical_and, logical_or, where
@@ -88,6 +88,9 @@ def _sum(x, *, axis=None, dtype=None, keepdims=False):
         return xp.sum(x, axis=axis, dtype=_xp_dtype(xp, dtype), keepdims=keepdims)
     except (ValueError, IndexError) as e:
         raise _reduction_error("sum", x, e) from e
+
+
+RegisterJVP("Sum")(linear_jvp)
 
 
 @RegisterGradient("Sum", reads="none")

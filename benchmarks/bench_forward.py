@@ -1,0 +1,123 @@
+"""Forward mode against reverse mode and hand-written NumPy, in one process.
+
+Run ``python benchmarks/bench_forward.py [--quick]``. Nothing is asserted.
+
+* W4: Hessian-vector product of ``sum(tanh(A x)^2)``, n = 1000, float64: forward over reverse
+  (``tg.hvp``: a ForwardAccumulator around a GradientTape) and reverse over reverse (two
+  nested tapes), against tapegrad's own gradient and a hand-written NumPy HVP.
+* W1 JVP: the 200-op chain of ``bench_overhead.py`` in forward mode (one ForwardAccumulator),
+  per-op overhead over the NumPy forward, against the reverse pass's.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import timeit
+
+import numpy as np
+
+import tapegrad as tg
+from bench_overhead import CYCLE, N_OPS, chain_numpy, chain_tapegrad
+
+
+def _median(fn, number, repeat):
+    return statistics.median(timeit.repeat(fn, number=number, repeat=repeat)) / number
+
+
+def w4(number, repeat, n=1000):
+    """Times (seconds) of the W4 gradient and HVPs, and the NumPy reference."""
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(n, n)) / np.sqrt(n)
+    x0, v0 = rng.normal(size=n), rng.normal(size=n)
+    at, x, v = tg.constant(a), tg.constant(x0), tg.constant(v0)
+
+    def f(x):
+        return tg.sum(tg.tanh(at @ x) ** 2)
+
+    def grad():
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = f(x)
+        return tape.gradient(y, x)
+
+    def hvp_rev_rev():
+        with tg.GradientTape() as outer:
+            outer.watch(x)
+            with tg.GradientTape() as inner:
+                inner.watch(x)
+                y = f(x)
+            gv = tg.sum(inner.gradient(y, x) * v)
+        return outer.gradient(gv, x)
+
+    def hvp_numpy():
+        # f = sum(t^2), t = tanh(z), z = A x: g = A^T (2 t (1 - t^2)); H v = A^T (w * (A v))
+        # with w = d/dz [2 t (1 - t^2)] = 2 (1 - t^2)(1 - 3 t^2)
+        t = np.tanh(a @ x0)
+        return a.T @ (2.0 * (1.0 - t * t) * (1.0 - 3.0 * t * t) * (a @ v0))
+
+    want = hvp_numpy()
+    np.testing.assert_allclose(tg.hvp(f, (x,), (v,)).numpy(), want, rtol=1e-9)
+    np.testing.assert_allclose(hvp_rev_rev().numpy(), want, rtol=1e-9)
+    return {name: _median(fn, number, repeat) for name, fn in [
+        ("gradient", grad), ("hvp fwd-over-rev", lambda: tg.hvp(f, (x,), (v,))),
+        ("hvp rev-over-rev", hvp_rev_rev), ("hvp numpy", hvp_numpy)]}
+
+
+def _chain_jvp(x0):
+    x = tg.constant(x0)
+    with tg.ForwardAccumulator(x, tg.ones_like(x)) as acc:
+        y = x
+        for _ in range(N_OPS // CYCLE):
+            y = tg.sin(y)
+            y = y * 0.9
+            y = y + 0.1
+            y = tg.exp(y)
+            y = y * x
+    return acc.jvp(y)
+
+
+def _chain_forward_numpy(x0):
+    y = x0
+    for _ in range(N_OPS // CYCLE):
+        y = np.exp(np.sin(y) * 0.9 + 0.1) * x0
+    return y
+
+
+def w1_jvp(number, repeat):
+    """Per-op overhead (us) of the chain's JVP over its NumPy forward, and of the reverse pass
+    (forward + gradient) over NumPy's forward + hand-written backward."""
+    x0 = np.random.default_rng(0).normal(size=16)
+    t_fwd_np = _median(lambda: _chain_forward_numpy(x0), number, repeat)
+    t_jvp = _median(lambda: _chain_jvp(x0), number, repeat)
+    t_np = _median(lambda: chain_numpy(x0), number, repeat)
+    t_rev = _median(lambda: chain_tapegrad(x0), number, repeat)
+    return {"jvp": (t_jvp - t_fwd_np) / N_OPS * 1e6, "reverse": (t_rev - t_np) / N_OPS * 1e6}
+
+
+def main(argv=None):
+    """Print the table; return the figures."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats")
+    args = parser.parse_args(argv)
+    reps = 3 if args.quick else 7
+    t = w4(3 if args.quick else 10, reps)
+    o = w1_jvp(5 if args.quick else 30, reps)
+    rows = [
+        ("W4 gradient (ms)", t["gradient"] * 1e3, ""),
+        ("W4 HVP forward over reverse (ms)", t["hvp fwd-over-rev"] * 1e3, ""),
+        ("W4 HVP reverse over reverse (ms)", t["hvp rev-over-rev"] * 1e3, ""),
+        ("W4 HVP hand-written NumPy (ms)", t["hvp numpy"] * 1e3, ""),
+        ("W4 fwd-over-rev HVP / own gradient", t["hvp fwd-over-rev"] / t["gradient"], "<= 1.6"),
+        ("W4 fwd-over-rev HVP / NumPy HVP", t["hvp fwd-over-rev"] / t["hvp numpy"], "<= 2"),
+        ("W1 JVP overhead per op (us)", o["jvp"], "<= reverse's"),
+        ("W1 reverse overhead per op (us)", o["reverse"], ""),
+    ]
+    print(f"{'measurement':40s} {'value':>10s}   target")
+    print("-" * 64)
+    for name, value, target in rows:
+        print(f"{name:40s} {value:10.2f}   {target}")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
