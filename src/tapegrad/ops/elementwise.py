@@ -282,8 +282,8 @@ def _define_binary(name, op_type, f1, f2, dom1, dom2, reads):
         y = o.outputs[0]
         if _is_complex(y):
             return NotImplemented
-        terms = [f(a, b, y, broadcast_to(t, y.shape)) for f, t in ((f1, t1), (f2, t2))
-                 if t is not None]
+        terms = [f(a, b, y, t if t.shape == y.shape else broadcast_to(t, y.shape))
+                 for f, t in ((f1, t1), (f2, t2)) if t is not None]
         return terms[0] if len(terms) == 1 else terms[0] + terms[1]
 
     return op
