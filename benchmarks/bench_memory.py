@@ -46,22 +46,32 @@ def forward_numpy(x, labels, params):
     return z1 > 0, h1, z2 > 0, h2, p
 
 
+def tape_memory(forward_fn, sources):
+    """``(held, peak)`` bytes of ``tape, loss = forward_fn()`` and then
+    ``tape.gradient(loss, sources)``, above what was alive before: what the tape holds when
+    the forward returns, and the most alive at once during both."""
+    gc.collect()
+    tracemalloc.start()
+    base = tracemalloc.get_traced_memory()[0]
+    tracemalloc.reset_peak()
+    tape, loss = forward_fn()
+    held = tracemalloc.get_traced_memory()[0] - base
+    grads = tape.gradient(loss, sources)
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    del tape, loss, grads
+    return held, peak
+
+
 def measure():
     """``{"tape_held": bytes, "tape_peak": bytes, "numpy_held": bytes}`` for one W2 step."""
     x, labels, params = make_mlp()
     xt, lt = tg.constant(x), tg.constant(labels)
     variables = [tg.Variable(p) for p in params]
     forward(xt, lt, variables)  # warm up caches (op tables, namespaces)
+    held, peak = tape_memory(lambda: forward(xt, lt, variables), variables)
     gc.collect()
     tracemalloc.start()
-    base = tracemalloc.get_traced_memory()[0]
-    tracemalloc.reset_peak()
-    tape, loss = forward(xt, lt, variables)
-    held = tracemalloc.get_traced_memory()[0] - base
-    grads = tape.gradient(loss, variables)
-    peak = tracemalloc.get_traced_memory()[1] - base
-    del tape, loss, grads
-    gc.collect()
     base = tracemalloc.get_traced_memory()[0]
     kept = forward_numpy(x, labels, params)
     numpy_held = tracemalloc.get_traced_memory()[0] - base

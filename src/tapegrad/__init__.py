@@ -24,6 +24,8 @@ from .ops import *  # noqa: F403
 from . import custom_gradient as _cg
 from .custom_gradient import *  # noqa: F401,F403
 from . import config, debugging, fft, linalg, nn, optimizers, random, special, test, viz  # noqa: E402
+from . import transforms as _transforms
+from .transforms import *  # noqa: F401,F403
 from ._function import Function, TensorSpec, function
 from .forward import ForwardAccumulator, hessian, hvp, jacfwd, jvp
 
@@ -50,6 +52,7 @@ __all__ = [
     "config", "function", "Function", "TensorSpec", "ForwardAccumulator", "RegisterJVP", "jvp",
     "jacfwd", "hessian", "hvp",
     *_cg.__all__,
+    *_transforms.__all__,
     "float16", "float32", "float64", "complex64", "complex128", "int8", "int16", "int32",
     "int64", "uint8", "uint16", "uint32", "uint64", "bool", "e", "pi", "inf", "nan", "newaxis",
     "__array_api_version__", "__version__",

@@ -15,7 +15,7 @@ name               signature and meaning (all are tapegrad ops: their results ar
 ``sum``            ``sum(x, axis=tuple) -> Tensor``: un-broadcasting a gradient
 ``reshape``        ``reshape(x, shape) -> Tensor``: un-broadcasting, Jacobian layout
 ``astype``         ``astype(x, dtype) -> Tensor``: undoing type promotion
-``stack``          ``stack(list_of_tensors) -> Tensor``: Jacobian rows
+``stack``          ``stack(list_of_tensors, axis=0) -> Tensor``: Jacobian rows
 ``zeros``          ``zeros(shape, dtype=) -> Tensor``: ``UnconnectedGradients.ZERO``
 ``zeros_like``     ``zeros_like(x) -> Tensor``: missing cotangents of multi-output ops
 ``ones_like``      ``ones_like(x) -> Tensor``: the default output gradient

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import functools
+import math
 import warnings
 
 from . import _backend
@@ -198,40 +199,97 @@ class GradientTape:
             self._release()
         return _unflatten(sources, iter(grads))
 
-    def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE):
+    def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
+                 parallel_iterations=None, experimental_use_pfor=True):
         """Jacobian of ``target`` (shape ``T``) with respect to each source (shape ``S``).
 
         Returns a Tensor of shape ``T + S`` per source, in the structure of ``sources``; built
         row by row with one reverse pass per element of ``target``, using tapegrad ops, so an
-        outer tape can differentiate it again (Hessians). Same errors as :meth:`gradient`.
+        outer tape can differentiate it again (Hessians). ``parallel_iterations`` and
+        ``experimental_use_pfor`` are TensorFlow's keywords, accepted and ignored (the rows are
+        always computed one after another). Same errors as :meth:`gradient`.
         """
-        self._check_usable("jacobian")
-        if not self._persistent and self in _state.tapes:
-            self._pop()
-        self.logs = {}
-        unconnected = UnconnectedGradients(unconnected_gradients)
+        unconnected = self._start_jacobian("jacobian", unconnected_gradients)
         if not isinstance(target, Tensor):
             raise TypeError("GradientTape.jacobian: target must be a single Tensor")
         flat_sources = _flatten(sources)
         n = target.size
         xp = _backend.namespace(target._value)
-        rows = [[] for _ in flat_sources]
-        for k in range(n):
-            onehot = xp.reshape(xp.eye(1, n, k=k, dtype=target._value.dtype), target.shape)
-            gs = self._backward([target], [Tensor(onehot)], flat_sources, unconnected)
-            for r, g in zip(rows, gs):
-                r.append(g)
-        out = []
-        for s, r in zip(flat_sources, rows):
-            if all(g is None for g in r):
-                out.append(None if unconnected is UnconnectedGradients.NONE else
-                           ops.zeros(target.shape + s.shape, dtype=s.dtype))
-                continue
-            r = [ops.zeros_like(s) if g is None else g for g in r]
-            out.append(ops.reshape(ops.stack(r), target.shape + s.shape))
+        onehots = (xp.reshape(xp.eye(1, n, k=k, dtype=target._value.dtype), target.shape)
+                   for k in range(n))
+        out = [_jacobian_of(rows, 0, target.shape + s.shape, s.dtype, unconnected)
+               for s, rows in zip(flat_sources,
+                                  self._rows(target, onehots, flat_sources, unconnected))]
+        self._finish_jacobian()
+        return _unflatten(sources, iter(out))
+
+    def batch_jacobian(self, target, source, unconnected_gradients=UnconnectedGradients.NONE,
+                       parallel_iterations=None, experimental_use_pfor=True):
+        """Per-example Jacobians (TensorFlow 2's ``GradientTape.batch_jacobian``).
+
+        ``target`` has shape ``(B, *T)`` and ``source`` shape ``(B, *S)``, both of rank 2 or
+        more (as in TensorFlow); the result has shape ``(B, *T, *S)`` and the source's dtype,
+        and row ``b`` is the Jacobian of ``target[b]`` with respect to ``source[b]``. As in
+        TensorFlow, ``target[b]`` must depend on ``source[b]`` only (examples independent):
+        this is not checked; the rows are computed with one reverse pass per element of ``T``
+        (the gradient of ``sum_b target[b, i]`` gives all ``B`` rows of column ``i`` at once),
+        so a dependence across examples is summed in silently. The passes use tapegrad ops,
+        so an outer tape can differentiate the result again. ``parallel_iterations`` and
+        ``experimental_use_pfor`` are accepted and ignored. A source not connected to the
+        target gives ``None`` (or zeros with ``unconnected_gradients="zero"``).
+
+        Raises ``TypeError`` if ``target`` or ``source`` is not a single Tensor or the target is
+        not floating, ``ValueError`` if a rank is below 2 or the batch sizes differ, and
+        ``RuntimeError`` as :meth:`gradient` (a second call on a non-persistent tape).
+        """
+        unconnected = self._start_jacobian("batch_jacobian", unconnected_gradients)
+        for what, t in (("target", target), ("source", source)):
+            if not isinstance(t, Tensor):
+                raise TypeError(f"GradientTape.batch_jacobian: {what} must be a single Tensor, "
+                                f"got {type(t).__name__}")
+            if t.ndim < 2:
+                raise ValueError(f"GradientTape.batch_jacobian: the {what} has shape {t.shape}; "
+                                 "it must have rank 2 or more, (batch, ...) (as TensorFlow "
+                                 "requires); use GradientTape.jacobian for other shapes")
+        if target.shape[0] != source.shape[0]:
+            raise ValueError(f"GradientTape.batch_jacobian: the batch sizes differ: target shape "
+                             f"{target.shape}, source shape {source.shape}; their first "
+                             "dimensions must match")
+        if not _is_float(target):
+            raise TypeError(f"GradientTape.batch_jacobian: the target has dtype {target.dtype}; "
+                            "only floating targets have Jacobians")
+        m = math.prod(target.shape[1:])
+        xp = _backend.namespace(target._value)
+        dtype = target._value.dtype
+        ones = xp.ones((target.shape[0], 1), dtype=dtype)
+        columns = (xp.reshape(ones * xp.eye(1, m, k=k, dtype=dtype), target.shape)
+                   for k in range(m))
+        rows, = self._rows(target, columns, [source], unconnected)
+        self._finish_jacobian()
+        return _jacobian_of(rows, 1, target.shape + source.shape[1:], source.dtype, unconnected)
+
+    def _start_jacobian(self, what, unconnected_gradients):
+        self._check_usable(what)
+        if not self._persistent and self in _state.tapes:
+            self._pop()
+        self.logs = {}
+        return UnconnectedGradients(unconnected_gradients)
+
+    def _finish_jacobian(self):
         if not self._persistent:
             self._release()
-        return _unflatten(sources, iter(out))
+
+    def _rows(self, target, cotangents, sources, unconnected):
+        """One reverse pass per cotangent (a backend array of the target's shape); per source,
+        the list of its gradients (zeros where a pass did not reach it), or ``None`` where no
+        pass reached it."""
+        rows = [[] for _ in sources]
+        for c in cotangents:
+            for r, g in zip(rows, self._backward([target], [Tensor(c)], sources, unconnected)):
+                r.append(g)
+        return [None if r and all(g is None for g in r) else
+                [ops.zeros_like(s) if g is None else g for g in r]
+                for s, r in zip(sources, rows)]
 
     def _check_usable(self, what):
         if not self._entered:
@@ -345,6 +403,16 @@ class GradientTape:
                 prev = grads.get(iid)
                 grads[iid] = g if prev is None else ops.add(prev, g)
         return grads
+
+
+def _jacobian_of(rows, axis, shape, dtype, unconnected):
+    """The Jacobian of ``shape`` from its ``rows`` (stacked along ``axis``): ``None`` for an
+    unconnected source under ``UnconnectedGradients.NONE``, zeros if unconnected or empty."""
+    if rows is None and unconnected is UnconnectedGradients.NONE:
+        return None
+    if not rows:
+        return ops.zeros(shape, dtype=dtype)
+    return ops.reshape(ops.stack(rows, axis=axis), shape)
 
 
 def _call_tracking_provenance(fn, op, dys):

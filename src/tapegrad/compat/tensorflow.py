@@ -15,8 +15,8 @@ from tapegrad import (GradientTape, RegisterGradient, Tensor, UnconnectedGradien
                       abs, add, custom_gradient, divide, exp, float16, float32, float64,
                       gradient_override_map, int32, int64, log, matmul, maximum, minimum,
                       multiply, nn, no_gradient, numpy_function, ones, ones_like, optimizers,
-                      py_function, random, reshape, sqrt, square, stop_gradient, subtract, tanh,
-                      test, where, zeros, zeros_like)
+                      py_function, random, recompute_grad, reshape, sqrt, square, stop_gradient,
+                      subtract, tanh, test, where, zeros, zeros_like)
 from tapegrad import bool as bool  # noqa: A004, F401
 
 constant = functools.partial(_tg.constant, default_float=_tg.float32)
