@@ -103,18 +103,22 @@ def mlp(sizes, batch, number, repeat, tag):
         loss, state["p"] = peer(state["p"], x, labels)
         return _ready(loss)
 
-    variables = [tg.Variable(p) for p in params]
-    opt = tg.optimizers.SGD(lr)
     xt, lt = tg.constant(x), tg.constant(labels)
 
-    def step():
-        with tg.GradientTape() as tape:
-            loss = tg.mean(tg.nn.sparse_softmax_cross_entropy_with_logits(
-                labels=lt, logits=_mlp_tg(variables, xt)))
-        opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
-        return loss
+    def make_step():  # its own Variables: after compiled calls they hold JAX arrays
+        variables = [tg.Variable(p) for p in params]
+        opt = tg.optimizers.SGD(lr)
 
-    compiled = tg.function(step, jit_compile=True)
+        def step():
+            with tg.GradientTape() as tape:
+                loss = tg.mean(tg.nn.sparse_softmax_cross_entropy_with_logits(
+                    labels=lt, logits=_mlp_tg(variables, xt)))
+            opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
+            return loss
+
+        return step
+
+    step, compiled = make_step(), tg.function(make_step(), jit_compile=True)
     l_peer = float(peer(jparams, x, labels)[0])
     l_tg = float(compiled())
     assert abs(l_peer - l_tg) < 1e-4 * max(1.0, abs(l_peer)), (l_peer, l_tg)

@@ -391,3 +391,16 @@ def test_check_numerics_names_the_op_inside_a_compiled_function():
         np.testing.assert_allclose(f(tg.constant([1.0, 2.0])).numpy(), np.log(2.0))
     finally:
         tg.debugging.disable_check_numerics()
+
+
+def test_variables_assigned_by_a_compiled_call_work_eagerly_afterwards():
+    w = tg.Variable(np.ones((2, 2)))
+    f = tg.function(lambda: w.assign(w * 2.0) and None, jit_compile=True)
+    f()
+    x = tg.constant(np.ones((1, 2)))
+    with tg.GradientTape() as tape:
+        y = tg.sum(x @ w)  # NumPy data meets the Variable's (JAX) state
+    np.testing.assert_allclose(float(y), 8.0)
+    np.testing.assert_allclose(tape.gradient(y, w).numpy(), np.ones((2, 2)))
+    w.assign(np.zeros((2, 2)))
+    np.testing.assert_allclose(w.numpy(), 0.0)

@@ -18,8 +18,11 @@ here; this module only decides what is an input, what is state and what is an ou
   reads a trainable Variable), the call is recorded as one op whose gradient is itself a
   compiled function (the VJP of a replay of the Python function), differentiable again.
 * The first compiled call turns JAX's 64-bit mode on (``jax_enable_x64``, process-wide), so
-  results have the dtypes eager execution gives. Results are arrays of the default backend (NumPy unless
-  ``TAPEGRAD_ARRAY_BACKEND`` says otherwise).
+  results have the dtypes eager execution gives. Results are arrays of the default backend
+  (NumPy unless ``TAPEGRAD_ARRAY_BACKEND`` says otherwise); with NumPy (or JAX) as the default
+  backend, the Variables a call assigns hold JAX arrays afterwards (state stays with XLA
+  between calls, as TensorFlow keeps variables on the device), which eager ops mix with NumPy
+  arrays; with another default backend they are converted back to it.
 """
 from __future__ import annotations
 
@@ -35,7 +38,7 @@ import numpy as np
 from . import _backend, _records, _registry, config
 from ._records import record_outputs
 from ._tape import GradientTape, UnconnectedGradients
-from ._tensor import Tensor, Variable, live_variables
+from ._tensor import Tensor, Variable, _wrap, live_variables
 from .errors import NumericsError, describe_fn
 
 __all__ = ["function", "Function", "TensorSpec"]
@@ -130,6 +133,7 @@ class Function:
         self._signature = None if input_signature is None else list(input_signature)
         self._jit_compile = jit_compile
         self._programs = {}
+        self._jax = None  # the jax module, once a call compiled
         self._retrace = set()
         self._traces = 0
         self._warned = False
@@ -147,9 +151,10 @@ class Function:
     def __call__(self, *args, **kwargs):
         if self._signature is not None:
             self._check_signature(args)
-        if not self._compiles():
+        if config._run_eagerly or not self._compiles():
             return self._func(*args, **kwargs)
-        jax = _jax()
+        jax = self._jax or _jax()
+        self._jax = jax
         leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
         key = (treedef, tuple([_leaf_key(x, self.__name__) for x in leaves]))
         program = self._programs.get(key)
@@ -167,9 +172,9 @@ class Function:
         return program.run(leaves)
 
     def _compiles(self) -> bool:
-        if config.functions_run_eagerly() or self._jit_compile is False:
+        if self._jit_compile is False:
             return False
-        if self._jit_compile is True or _has_jax():
+        if self._jit_compile is True or self._jax is not None or _has_jax():
             return True
         if not self._warned:
             self._warned = True
@@ -305,20 +310,26 @@ class _Program:
     def run(self, leaves):
         """Call the compiled program on the leaves of a call's arguments; returns the result."""
         variables = self.variables
+        values = [v._value for v in variables]
+        values += [leaves[k]._value if type(leaves[k]) is Tensor else _raw(leaves[k])
+                   for k in self.dynamic]
         try:
-            flat = self.compiled(*[_host(v._value) for v in variables],
-                                 *[_host(_raw(leaves[k])) for k in self.dynamic])
+            flat = self.compiled(*[a if type(a) is np.ndarray else _host(a) for a in values])
         except _jax().errors.JaxRuntimeError as e:  # a check-numerics callback raised
             found = re.search(r"check_numerics: [^\n]*", str(e))
             if found is None:
                 raise
             raise NumericsError(found.group(0)) from None
         n_out, n_changed = len(self.tensors), len(self.changed)
-        outs = [Tensor(_to_default_backend(a)) for a in flat[:n_out]]
-        for v, a in zip(self.changed, flat[n_out:n_out + n_changed]):
-            v._value = _to_default_backend(a)
-        for v, a in zip(self.created, flat[n_out + n_changed:]):
-            v._value = _to_default_backend(a)
+        if _backend._default is np:
+            outs = [_wrap(np.asarray(a)) for a in flat[:n_out]]
+        else:
+            outs = [Tensor(_to_default_backend(a)) for a in flat[:n_out]]
+        # state stays a JAX array between calls (no copy to and from XLA) where eager ops can
+        # mix it with the default backend's arrays: NumPy's (JAX takes them) or JAX's own
+        keep = _backend._default is np or _backend._default.__name__.startswith("jax")
+        for v, a in zip((*self.changed, *self.created), flat[n_out:]):
+            v._value = a if keep else _to_default_backend(a)
         if _records._state.tapes:
             self._record(leaves, variables, outs)
         if self.single:
