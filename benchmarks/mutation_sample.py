@@ -48,6 +48,17 @@ EQUIVALENT: dict[str, str] = {
         "`id(self._op)` -> `id(None)`: every view hashes alike, which the hash contract allows "
         "(equal views still hash equal; equality is unchanged): slower sets and dicts, same "
         "results",
+    "tapegrad._registry.x__make_op__mutmut_29":
+        "`fast(v) if type(v) is nd else forward(v)` -> always `forward(v)`: `fast` is the "
+        "forward's `_numpy_fn` (else the forward itself), which the forward calls itself on a "
+        "NumPy array: the same call, one Python frame slower",
+    "tapegrad.ops.elementwise.x__unary_forward__mutmut_15":
+        "the namespace function cached under `type(None)` instead of the array type: never found "
+        "again, so looked up on every call; the same function is called",
+    "tapegrad.test._arguments.x_check_tolerances__mutmut_19":
+        "`ok = False` -> `ok = None`: only read by `if not ok`",
+    "tapegrad.test._projected.x_worst_elements__mutmut_40":
+        '`kind="stable"` -> `kind="STABLE"`: NumPy reads the sort kind case-insensitively',
 }
 
 KILLED = {"killed", "timeout", "segfault", "suspicious", "caught by type check"}
