@@ -395,7 +395,11 @@ def test_check_numerics_names_the_op_inside_a_compiled_function():
 
 def test_variables_assigned_by_a_compiled_call_work_eagerly_afterwards():
     w = tg.Variable(np.ones((2, 2)))
-    f = tg.function(lambda: w.assign(w * 2.0) and None, jit_compile=True)
+
+    @tg.function(jit_compile=True)
+    def f():
+        w.assign(w * 2.0)
+
     f()
     x = tg.constant(np.ones((1, 2)))
     with tg.GradientTape() as tape:
