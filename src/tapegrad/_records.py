@@ -164,7 +164,13 @@ _new_object = object.__new__
 
 
 def _drop(values):
-    """``values`` with each Tensor of ``DROP_MIN_BYTES`` or more replaced by a placeholder."""
+    """``values`` with each Tensor of ``DROP_MIN_BYTES`` or more replaced by a placeholder
+    (``values`` itself when there is none: the common case of small tensors)."""
+    for t in values:
+        if isinstance(t, Tensor) and getattr(t._value, "nbytes", DROP_MIN_BYTES) >= DROP_MIN_BYTES:
+            break
+    else:
+        return values
     out = []
     for t in values:
         if isinstance(t, Tensor) and getattr(t._value, "nbytes", DROP_MIN_BYTES) >= DROP_MIN_BYTES:
@@ -321,7 +327,11 @@ def _new_record(opdef, args, attrs, outs):
                 in_ids = [a._id if isinstance(a, Tensor) else None for a in args]
                 break
     reads = gdef.reads
-    op.inputs = args if reads & 1 else _drop(args)
+    a0 = args[0] if args else None
+    if reads & 1 or (type(a0) is Tensor and getattr(a0._value, "nbytes", 0) < DROP_MIN_BYTES):
+        op.inputs = args  # kept: read by the gradient, or small (judged by the first input)
+    else:
+        op.inputs = _drop(args)
     op._in_ids = tuple(in_ids) if type(in_ids) is list else in_ids
     op.attrs = attrs
     if len(outs) == 1:

@@ -187,9 +187,12 @@ def _make_op(opdef):
     if opdef.arity == 1 and not opdef.takes_attrs:
         def op(x, /):
             v = x._value if isinstance(x, T) else _raw(x)
-            out = fast(v) if type(v) is nd else _run_forward(opdef, (v,), _NO_ATTRS)
-            if type(out) is not nd or type(v) is not nd:
-                out = _checked_result(opdef, out, (x,))
+            if type(v) is nd:
+                out = fast(v)
+                if type(out) is not nd:
+                    out = _checked_result(opdef, out, (x,))
+            else:
+                out = _checked_result(opdef, _run_forward(opdef, (v,), _NO_ATTRS), (x,))
             if state.tapes:
                 return record(opdef, (x,), _NO_ATTRS, out)
             if type(out) is tuple:
@@ -202,10 +205,12 @@ def _make_op(opdef):
         def op(x1, x2, /):
             v1 = x1._value if isinstance(x1, T) else x1 if type(x1) in scalar else _raw(x1)
             v2 = x2._value if isinstance(x2, T) else x2 if type(x2) in scalar else _raw(x2)
-            out = (fast(v1, v2) if type(v1) is nd and (type(v2) is nd or type(v2) in scalar)
-                   else _run_forward(opdef, (v1, v2), _NO_ATTRS))
-            if type(out) is not nd or type(v1) is not nd:
-                out = _checked_result(opdef, out, (x1, x2))
+            if type(v1) is nd and (type(v2) is nd or type(v2) in scalar):
+                out = fast(v1, v2)
+                if type(out) is not nd:
+                    out = _checked_result(opdef, out, (x1, x2))
+            else:
+                out = _checked_result(opdef, _run_forward(opdef, (v1, v2), _NO_ATTRS), (x1, x2))
             if state.tapes:
                 return record(opdef, (x1, x2), _NO_ATTRS, out)
             if type(out) is tuple:
