@@ -17,7 +17,7 @@ import timeit
 import numpy as np
 
 import tapegrad as tg
-from bench_overhead import CYCLE, N_OPS, chain_numpy, chain_tapegrad
+from bench_overhead import N_OPS, chain, chain_numpy, chain_tapegrad
 
 
 def _median(fn, number, repeat):
@@ -66,28 +66,15 @@ def w4(number, repeat, n=1000):
 def _chain_jvp(x0):
     x = tg.constant(x0)
     with tg.ForwardAccumulator(x, tg.ones_like(x)) as acc:
-        y = x
-        for _ in range(N_OPS // CYCLE):
-            y = tg.sin(y)
-            y = y * 0.9
-            y = y + 0.1
-            y = tg.exp(y)
-            y = y * x
+        y = chain(x)
     return acc.jvp(y)
-
-
-def _chain_forward_numpy(x0):
-    y = x0
-    for _ in range(N_OPS // CYCLE):
-        y = np.exp(np.sin(y) * 0.9 + 0.1) * x0
-    return y
 
 
 def w1_jvp(number, repeat):
     """Per-op overhead (us) of the chain's JVP over its NumPy forward, and of the reverse pass
     (forward + gradient) over NumPy's forward + hand-written backward."""
     x0 = np.random.default_rng(0).normal(size=16)
-    t_fwd_np = _median(lambda: _chain_forward_numpy(x0), number, repeat)
+    t_fwd_np = _median(lambda: chain(x0, np.sin, np.exp), number, repeat)
     t_jvp = _median(lambda: _chain_jvp(x0), number, repeat)
     t_np = _median(lambda: chain_numpy(x0), number, repeat)
     t_rev = _median(lambda: chain_tapegrad(x0), number, repeat)

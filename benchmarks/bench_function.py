@@ -25,7 +25,7 @@ import timeit
 import numpy as np
 
 import tapegrad as tg
-from bench_overhead import CYCLE, N_OPS, chain_numpy, chain_tapegrad, make_mlp, step_numpy
+from bench_overhead import N_OPS, chain, chain_numpy, chain_tapegrad, make_mlp, step_numpy
 
 from tapegrad._function import _jax  # noqa: E402
 
@@ -47,10 +47,7 @@ def _ready(x):
 
 # --- W1 ---------------------------------------------------------------------------------------
 def _chain_jax(x):
-    y = x
-    for _ in range(N_OPS // CYCLE):
-        y = jnp.exp(jnp.sin(y) * 0.9 + 0.1) * x
-    return jnp.sum(y)
+    return jnp.sum(chain(x, jnp.sin, jnp.exp))
 
 
 def w1(number, repeat):
@@ -72,9 +69,7 @@ def w1(number, repeat):
 def _chain_tg(x):
     with tg.GradientTape() as tape:
         tape.watch(x)
-        y = x
-        for _ in range(N_OPS // CYCLE):
-            y = tg.exp(tg.sin(y) * 0.9 + 0.1) * x
+        y = chain(x)
     return tape.gradient(y, x, output_gradients=tg.ones_like(y))
 
 

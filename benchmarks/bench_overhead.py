@@ -29,18 +29,24 @@ CYCLE = 5  # ops per cycle of the chain: sin, * 0.9, + 0.1, exp, * x0
 
 
 # --- (a) elementwise chain --------------------------------------------------------------------
+def chain(x, sin=tg.sin, exp=tg.exp):
+    """The chain's forward: ``N_OPS`` ops, ``CYCLE`` per cycle, with the given ``sin``/``exp``."""
+    y = x
+    for _ in range(N_OPS // CYCLE):
+        y = sin(y)
+        y = y * 0.9
+        y = y + 0.1
+        y = exp(y)
+        y = y * x
+    return y
+
+
 def chain_tapegrad(x0):
     """Forward + gradient of ``sum(chain(x0))`` with tapegrad; returns the gradient array."""
     x = tg.constant(x0)
     with tg.GradientTape() as tape:
         tape.watch(x)
-        y = x
-        for _ in range(N_OPS // CYCLE):
-            y = tg.sin(y)
-            y = y * 0.9
-            y = y + 0.1
-            y = tg.exp(y)
-            y = y * x
+        y = chain(x)
     return tape.gradient(y, x, output_gradients=tg.ones_like(y))._value
 
 
