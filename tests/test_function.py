@@ -408,3 +408,19 @@ def test_variables_assigned_by_a_compiled_call_work_eagerly_afterwards():
     np.testing.assert_allclose(tape.gradient(y, w).numpy(), np.ones((2, 2)))
     w.assign(np.zeros((2, 2)))
     np.testing.assert_allclose(w.numpy(), 0.0)
+
+
+def test_kernels_without_an_array_api_function_stay_native_in_jax():
+    # erf (gelu), scatter-add (the gradient of take) and scatter-update (x[k] = v) have JAX
+    # kernels: a traced computation makes no host callback for them
+    def f(a, i):
+        x = tg.Tensor(a)
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = tg.sum(tg.nn.gelu(x)) + tg.sum(tg.take(x, tg.Tensor(i)) ** 2)
+        z = x * 1.0
+        z[0] = 5.0
+        return tape.gradient(y, x)._value, z._value
+
+    program = str(jax.make_jaxpr(f)(np.array([0.5, -1.0, 2.0]), np.array([0, 2, 2])))
+    assert "callback" not in program and "erf" in program

@@ -162,6 +162,9 @@ def kernel(xp, name: str):
         return _KERNELS[(xp.__name__, name)]
     except KeyError:
         pass
+    if xp.__name__ == "jax.numpy" and ("jax.numpy", "erf") not in _KERNELS:
+        _register_jax_kernels()
+        return kernel(xp, name)
     if ("numpy", name) in _KERNELS:
         return _via_numpy(xp, _KERNELS[("numpy", name)])
     raise NotImplementedError(
@@ -208,6 +211,23 @@ def _numpy_scatter_add(shape, dtype, key, values):
 
 
 register_kernel("numpy", "scatter_add", _numpy_scatter_add)
+
+
+def _register_jax_kernels() -> None:
+    """JAX's own kernels, so nothing of a JAX computation (``tg.function``, or JAX as the
+    default backend) leaves the device for a NumPy round trip."""
+    from jax.scipy.special import erf
+
+    register_kernel("jax.numpy", "erf", erf)
+    register_kernel("jax.numpy", "scatter_add",
+                    lambda shape, dtype, key, values: _jnp().zeros(shape, dtype).at[key].add(values))
+    register_kernel("jax.numpy", "scatter_update", lambda x, key, v: x.at[key].set(v))
+
+
+def _jnp():
+    import jax.numpy
+
+    return jax.numpy
 
 
 def xp_dtype(xp, dtype):
