@@ -27,7 +27,7 @@ from . import config, debugging, fft, linalg, nn, optimizers, random, special, t
 from . import transforms as _transforms
 from .transforms import *  # noqa: F401,F403
 from ._function import Function, TensorSpec, function
-from .forward import ForwardAccumulator, hessian, hvp, jacfwd, jvp
+from .forward import ForwardAccumulator, jacfwd, jvp
 
 try:
     __version__ = _version("tapegrad")
@@ -50,7 +50,7 @@ __all__ = [
     "RegisterGradient", "no_gradient", "gradient_override_map", "registered_ops", "Sample",
     "Arg", "errors", "fft", "linalg", "nn", "optimizers", "random", "special", "test", "viz",
     "config", "function", "Function", "TensorSpec", "ForwardAccumulator", "RegisterJVP", "jvp",
-    "jacfwd", "hessian", "hvp",
+    "jacfwd",
     *_cg.__all__,
     *_transforms.__all__,
     "float16", "float32", "float64", "complex64", "complex128", "int8", "int16", "int32",

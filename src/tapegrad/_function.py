@@ -236,6 +236,8 @@ class _Program:
         self.treedef = treedef
         self.dynamic = [k for k, x in enumerate(leaves)
                         if (isinstance(x, Tensor) and not isinstance(x, Variable)) or _is_array(x)]
+        dyn = set(self.dynamic)  # the static leaves, kept to rebuild the arguments (no arrays)
+        self.template = [None if k in dyn else x for k, x in enumerate(leaves)]
         candidates = [v for v in live_variables() if not isinstance(v._value, jax.core.Tracer)]
         known = {id(v) for v in candidates}
         info = {}
@@ -245,7 +247,7 @@ class _Program:
             try:
                 for v, val in zip(candidates, var_vals):
                     v._value = val
-                args, kwargs = self._arguments(leaves, dyn_vals)
+                args, kwargs = self._arguments([Tensor(v) for v in dyn_vals])
                 out = self.func(*args, **kwargs)
                 out_leaves, out_tree = jax.tree_util.tree_flatten(out)
                 tensors = [k for k, o in enumerate(out_leaves) if isinstance(o, Tensor)]
@@ -299,12 +301,14 @@ class _Program:
             return fun(*full, *vals[n_used:])
 
         self.compiled = jax.jit(program)
-        self.replay = self._replay_function(candidates)
+        self.calldef = _CallDef(self.name, self._replay_function(), len(self.dynamic),
+                                self.variables)
 
-    def _arguments(self, leaves, dyn_vals):
-        lv = list(leaves)
-        for k, val in zip(self.dynamic, dyn_vals):
-            lv[k] = Tensor(val)
+    def _arguments(self, tensors):
+        """``(args, kwargs)`` of a call whose dynamic arguments are ``tensors``."""
+        lv = list(self.template)
+        for k, t in zip(self.dynamic, tensors):
+            lv[k] = t
         return _jax().tree_util.tree_unflatten(self.treedef, lv)
 
     def run(self, leaves):
@@ -340,10 +344,10 @@ class _Program:
         return _jax().tree_util.tree_unflatten(self.out_tree, result)
 
     # --- gradients through a call -------------------------------------------------------------
-    def _replay_function(self, candidates):
+    def _replay_function(self):
         """The call as a pure function of (dynamic tensors, used Variables' values): the Python
         function replayed with the Variables bound to the given values, writes discarded."""
-        variables = [candidates[k] for k in self.used]
+        variables = self.variables
         n_dyn = len(self.dynamic)
 
         def replay(*tensors):
@@ -351,7 +355,7 @@ class _Program:
             try:
                 for v, t in zip(variables, tensors[n_dyn:]):
                     v._value = t._value
-                args, kwargs = self._arguments_from_tensors(tensors[:n_dyn])
+                args, kwargs = self._arguments(tensors[:n_dyn])
                 out_leaves = _jax().tree_util.tree_leaves(self.func(*args, **kwargs))
                 return [o for o in out_leaves if isinstance(o, Tensor)]
             finally:
@@ -362,21 +366,13 @@ class _Program:
         replay.variables = variables
         return replay
 
-    def _arguments_from_tensors(self, tensors):
-        lv = list(self._leaves_template)
-        for k, t in zip(self.dynamic, tensors):
-            lv[k] = t
-        return _jax().tree_util.tree_unflatten(self.treedef, lv)
-
     def _record(self, leaves, variables, outs):
+        """Record the call as one op on the recording tapes (gradients through a call)."""
+        if not any(_backend.is_floating(o._value.dtype) for o in outs):
+            return
         inputs = [leaves[k] if isinstance(leaves[k], Tensor) else Tensor(_raw(leaves[k]))
                   for k in self.dynamic]
-        self._leaves_template = list(leaves)
-        floating = [o for o in outs if _backend.is_floating(o._value.dtype)]
-        if not floating:
-            return
-        record_outputs(_CallDef(self.name, self.replay, len(inputs), variables),
-                       (*inputs, *variables), {}, tuple(outs))
+        record_outputs(self.calldef, (*inputs, *variables), {}, tuple(outs))
 
 
 def _raw(x):

@@ -11,6 +11,7 @@ The public, read-only face of a record is ``tapegrad._views.OperationView``.
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import warnings
@@ -18,7 +19,7 @@ import weakref
 
 from . import _backend
 from . import _tensor as _tensor_module
-from ._tensor import _SCALARS, Tensor, Variable, _raw
+from ._tensor import _SCALARS, Tensor, Variable, _raw, _wrap
 from ._tensor import _ids as _tensor_ids
 from .errors import TapeLeakWarning
 
@@ -270,13 +271,6 @@ def record(opdef, args, attrs, out):
     return t
 
 
-def _wrap(value):
-    t = _new_object(Tensor)
-    t._value = value
-    t._id = next(_tensor_ids)
-    return t
-
-
 def record_outputs(opdef, args, attrs, outs):
     """Record an op whose output Tensors already exist (used by ``custom_gradient``)."""
     op = None
@@ -370,8 +364,9 @@ def _note_raw_access(t):
         _state.raw_access = True
 
 
-_LIBRARY_DIRS = tuple(p for p in {
-    __file__.rsplit("/", 2)[0], getattr(sys.modules.get("numpy"), "__path__", [""])[0]} if p)
+_LIBRARY_DIRS = tuple(p for p in {  # frames skipped when naming a conversion's call site
+    os.path.dirname(os.path.dirname(__file__)),
+    getattr(sys.modules.get("numpy"), "__path__", [""])[0]} if p)
 
 
 def _note_conversion(t):

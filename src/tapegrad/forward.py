@@ -1,5 +1,6 @@
-"""Forward mode: ``ForwardAccumulator`` (TensorFlow 2) and the functional
-transforms built on it: ``jvp``, ``jacfwd``, ``hessian``, ``hvp`` (JAX's names).
+"""Forward mode: ``ForwardAccumulator`` (TensorFlow 2) and the functional transforms built on
+it alone: ``jvp`` and ``jacfwd`` (JAX's names; ``hessian`` and ``hvp``, forward over reverse,
+are in :mod:`tapegrad.transforms`).
 
 An accumulator is an observer of the recording state (``tapegrad._records``): it sees every op
 as it runs and, where an input has a tangent, computes the outputs' tangents at once. The JVP
@@ -23,7 +24,7 @@ from .errors import GradientShapeError, describe_fn
 from .ops import arange, astype, reshape, stack, zeros, zeros_like
 from .ops import sum as _sum
 
-__all__ = ["ForwardAccumulator", "jvp", "jacfwd", "hessian", "hvp"]
+__all__ = ["ForwardAccumulator", "jvp", "jacfwd"]
 
 class ForwardAccumulator:
     """Computes Jacobian-vector products of the ops run in its block (``tf.autodiff``).
@@ -192,28 +193,3 @@ def jacfwd(f, argnums=0):
 
 def _onehot(x, j):
     return astype(arange(x.size) == j, x.dtype)
-
-
-def _grad_of(f, argnums):
-    def g(*args):
-        args = _as_tensors(args)
-        with GradientTape() as tape:
-            tape.watch(args[argnums])
-            y = f(*args)
-        return tape.gradient(y, args[argnums],
-                             unconnected_gradients=UnconnectedGradients.ZERO)
-
-    return g
-
-
-def hessian(f, argnums=0):
-    """The Hessian of a scalar ``f`` with respect to argument ``argnums`` (an int), by forward
-    over reverse (JAX's ``jax.hessian``): shape ``S + S`` for an argument of shape ``S``."""
-    return jacfwd(_grad_of(f, argnums), argnums)
-
-
-def hvp(f, primals, tangents):
-    """The Hessian-vector product of a scalar ``f`` at ``primals`` along ``tangents`` (a tuple
-    with one tangent per primal; the product is taken with respect to the first argument), by
-    forward over reverse: the JVP of the gradient, one reverse and one forward pass."""
-    return jvp(_grad_of(f, 0), primals, tangents)[1]

@@ -15,8 +15,10 @@ with tapegrad ops, so an outer transform or tape differentiates it again (``grad
 * :func:`recompute_grad`: TensorFlow's gradient checkpointing, built on
   :func:`~tapegrad.custom_gradient`.
 
-Forward-mode transforms (``jvp``, ``jacfwd``, ``hessian``, ``hvp``) are in
-:mod:`tapegrad.forward`. JAX is not needed.
+* :func:`hessian`, :func:`hvp`: forward over reverse, :func:`~tapegrad.forward.jacfwd` and
+  :func:`~tapegrad.forward.jvp` of :func:`grad`.
+
+``jvp`` and ``jacfwd`` themselves are in :mod:`tapegrad.forward`. JAX is not needed.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ import itertools
 from ._tape import GradientTape
 from ._tensor import Tensor, convert_to_tensor
 from .custom_gradient import custom_gradient
+from .forward import jacfwd, jvp
 from .ops import identity, isdtype
 
 _FLOATING = ("real floating", "complex floating")
@@ -356,4 +359,19 @@ def recompute_grad(f):
     return functools.wraps(f)(custom_gradient(checkpointed))
 
 
-__all__ = ["grad", "value_and_grad", "vjp", "jacrev", "recompute_grad"]
+def hessian(f, argnums=0):
+    """The Hessian of a scalar ``f`` with respect to argument ``argnums`` (an int), by forward
+    over reverse, ``jacfwd(grad(f))`` (JAX's ``jax.hessian``): shape ``S + S`` for an argument
+    of shape ``S``. Errors as :func:`grad`."""
+    return jacfwd(grad(f, argnums), argnums)
+
+
+def hvp(f, primals, tangents):
+    """The Hessian-vector product of a scalar ``f`` at ``primals`` (a tuple) along
+    ``tangents`` (one per primal; the product is with respect to the first argument): the JVP
+    of the gradient, ``jvp(grad(f), primals, tangents)[1]``, one reverse and one forward pass
+    (Pearlmutter 1994). Errors as :func:`grad` and :func:`~tapegrad.forward.jvp`."""
+    return jvp(grad(f), primals, tangents)[1]
+
+
+__all__ = ["grad", "value_and_grad", "vjp", "jacrev", "hessian", "hvp", "recompute_grad"]
