@@ -216,3 +216,29 @@ def test_check_gradients_in_forward_mode_names_a_wrong_rule():
         tg.test.check_gradients(wrong, [np.array([0.3, 1.0, -0.4])], modes=("fwd",))
     with pytest.raises(ValueError, match="modes must name 'rev' and/or 'fwd'"):
         tg.test.check_gradients(tg.sin, [np.array([1.0])], modes=("forward",))
+
+
+def test_accumulator_misuse_and_a_jvp_rule_of_the_wrong_count_raise():
+    x = tg.constant([1.0])
+    acc = tg.ForwardAccumulator(x, tg.constant([1.0]))
+    with acc:
+        with pytest.raises(RuntimeError, match="this ForwardAccumulator is already active"):
+            acc.__enter__()
+
+    @tg.primitive("ForwardTestBadRule")
+    def bad(a):
+        return a * 2.0
+
+    @tg.RegisterGradient("ForwardTestBadRule")
+    def _bad_grad(op, dy):
+        return dy * 2.0
+
+    @tg.RegisterJVP("ForwardTestBadRule")
+    def _bad_jvp(op, t):
+        return t, t
+
+    with pytest.raises(tg.errors.GradientShapeError, match=r"the JVP rule .*_bad_jvp \(.*\) of op type "
+                                                           "'ForwardTestBadRule' returned 2 "
+                                                           r"tangent\(s\) for 1 output"):
+        with tg.ForwardAccumulator(x, tg.constant([1.0])):
+            bad(x)

@@ -424,3 +424,44 @@ def test_kernels_without_an_array_api_function_stay_native_in_jax():
 
     program = str(jax.make_jaxpr(f)(np.array([0.5, -1.0, 2.0]), np.array([0, 2, 2])))
     assert "callback" not in program and "erf" in program
+
+
+def test_bad_arguments_to_function_and_config_raise():
+    with pytest.raises(TypeError, match="tg.function: expected a function, got int"):
+        tg.function(123)
+    with pytest.raises(TypeError, match="jit_compile must be True, False or None, got 'yes'"):
+        tg.function(lambda x: x, jit_compile="yes")
+    with pytest.raises(TypeError, match="run_functions_eagerly: expected True or False, got 1"):
+        tg.config.run_functions_eagerly(1)
+
+
+@tg.primitive("FunctionTestValueShaped")
+def _value_shaped(x):
+    return np.full(int(np.asarray(x).sum()) + 1, 1.0)  # output shape from the values
+
+
+@tg.primitive("FunctionTestEmptyOnZeros")
+def _empty_on_zeros(x):
+    return np.full(int(np.asarray(x).sum()), 1.0)
+
+
+@tg.primitive("FunctionTestSpdOnly")
+def _spd_only(x):
+    return np.linalg.cholesky(np.asarray(x))  # fails on the zeros the shapes are found with
+
+
+def test_host_callbacks_refuse_value_dependent_shapes_and_unfindable_shapes():
+    if type(tg.constant(1.0)._value) is not np.ndarray:
+        pytest.skip("a NumPy-only forward is refused eagerly on another default backend")
+    with pytest.raises(TypeError, match=r"host callback: op type 'FunctionTestValueShaped' "
+                                        r"returned outputs of shapes and dtypes \[\(\(3,\), .*"
+                                        r"at run time but \[\(\(1,\), .*its output shape "
+                                        "depends on its input values"):
+        tg.function(lambda x: _value_shaped(x) * 2.0, jit_compile=True)(tg.constant([2.0]))
+    with pytest.raises(TypeError, match="op type 'FunctionTestEmptyOnZeros' gives an empty "
+                                        "output for zeros"):
+        tg.function(lambda x: _empty_on_zeros(x), jit_compile=True)(tg.constant([2.0]))
+    with pytest.raises(TypeError, match=r"op type 'FunctionTestSpdOnly' needs the values of its "
+                                        r"inputs .* running it on zeros; that run failed with "
+                                        "LinAlgError"):
+        tg.function(lambda x: _spd_only(x), jit_compile=True)(tg.constant(np.eye(2)))

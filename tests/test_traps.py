@@ -354,3 +354,15 @@ def test_array_namespace_rejects_an_unknown_version():
     assert t.__array_namespace__(api_version="2024.12") is tg
     with pytest.raises(ValueError, match="not '2099.12'"):
         t.__array_namespace__(api_version="2099.12")
+
+
+# --- the structural-ops interface ---------------------------------------------------------------
+def test_provide_rejects_an_unknown_name_and_missing_ops_say_what_to_import():
+    from tapegrad import _structural
+
+    with pytest.raises(TypeError, match="'mul' is not a structural op of the core; the names "
+                                        "are add, sum"):
+        _structural.provide(mul=lambda a, b: a)
+    with pytest.raises(RuntimeError, match="needs the op 'add', which tapegrad.ops provides "
+                                           "when it is imported"):
+        _structural._Missing("add")(1, 2)

@@ -111,7 +111,8 @@ def function(func=None, *, input_signature=None, jit_compile=None, reduce_retrac
     than the first creates a Variable, and a ``TypeError`` naming the line when the function
     needs the value of a traced tensor (a Python ``if`` on a tensor, ``float()``, ``.numpy()``)
     or runs an op whose output shape depends on values (``nonzero``, ``unique_values``, boolean
-    masks).
+    masks, or a NumPy forward run as a host callback whose output shape changes with its input
+    values).
     """
     if func is None:
         return functools.partial(function, input_signature=input_signature,
@@ -319,11 +320,12 @@ class _Program:
                    for k in self.dynamic]
         try:
             flat = self.compiled(*[a if type(a) is np.ndarray else _host(a) for a in values])
-        except _jax().errors.JaxRuntimeError as e:  # a check-numerics callback raised
-            found = re.search(r"check_numerics: [^\n]*", str(e))
+        except _jax().errors.JaxRuntimeError as e:  # a callback of tapegrad's raised
+            found = re.search(r"(check_numerics|host callback): [^\n]*", str(e))
             if found is None:
                 raise
-            raise NumericsError(found.group(0)) from None
+            kind = NumericsError if found.group(1) == "check_numerics" else TypeError
+            raise kind(found.group(0)) from None
         n_out, n_changed = len(self.tensors), len(self.changed)
         if _backend._default is np:
             outs = [_wrap(np.asarray(a)) for a in flat[:n_out]]
@@ -476,6 +478,18 @@ class _HostCallback:
             out = opdef.forward(*vals, **attrs)
             return tuple(np.asarray(o) for o in out) if type(out) is tuple else np.asarray(out)
 
+        def checked(*arrays):  # at run time: the shapes must be those found on zeros
+            out = forward(*arrays)
+            got = [(o.shape, o.dtype) for o in (out if type(out) is tuple else (out,))]
+            want = [(s.shape, s.dtype) for s in jax.tree_util.tree_leaves(spec)]
+            if got != want:
+                raise TypeError(
+                    f"host callback: op type {opdef.type!r} returned outputs of shapes and dtypes "
+                    f"{got} at run time but {want} on zeros at trace time: its output shape "
+                    "depends on its input values, which a compiled function cannot have. Use "
+                    "tg.function(jit_compile=False), or give the op a fixed output shape")
+            return out
+
         zeros = [np.zeros(values[k].shape, _backend.np_dtype(values[k].dtype)) for k in traced]
         with np.errstate(all="ignore"):
             try:
@@ -487,8 +501,16 @@ class _HostCallback:
                     "callback, whose output shapes are found by running it on zeros; that run "
                     f"failed with {type(e).__name__}: {e}. Write the forward against the Array "
                     "API namespace of its inputs, or use tg.function(jit_compile=False)") from e
+        if any(z.size for z in zeros) and any(
+                o.size == 0 for o in (sample if type(sample) is tuple else (sample,))):
+            # XLA never calls back for an empty output, so the run-time check cannot see it
+            raise TypeError(
+                f"host callback: op type {opdef.type!r} gives an empty output for zeros of its "
+                "input shapes, so its output shape likely depends on its input values, which a "
+                "compiled function cannot have. Use tg.function(jit_compile=False), or give the "
+                "op a fixed output shape")
         spec = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), sample)
-        return jax.pure_callback(forward, spec, *[values[k] for k in traced],
+        return jax.pure_callback(checked, spec, *[values[k] for k in traced],
                                  vmap_method="sequential")
 
 

@@ -118,6 +118,14 @@ def registered_ops() -> dict[str, OpDef]:
     return dict(_OPS)
 
 
+def _entry(op_type) -> OpDef:
+    """The registry entry of ``op_type``, made (without a forward) if there is none yet."""
+    opdef = _OPS.get(op_type)
+    if opdef is None:
+        opdef = _OPS[op_type] = OpDef(op_type)
+    return opdef
+
+
 def _check_type_name(op_type, what):
     if not isinstance(op_type, str) or not op_type:
         raise TypeError(f"{what}: op_type must be a non-empty string (an op type name such as "
@@ -294,9 +302,7 @@ def RegisterGradient(op_type: str, *, surrogate: bool = False, reads: str = "bot
                          f"{', '.join(map(repr, READS))}")
 
     def decorate(fn):
-        opdef = _OPS.get(op_type)
-        if opdef is None:
-            opdef = _OPS[op_type] = OpDef(op_type)
+        opdef = _entry(op_type)
         if opdef.grad is not None or not opdef.differentiable:
             raise ValueError(
                 f"RegisterGradient: op type {op_type!r} already has a gradient "
@@ -325,9 +331,7 @@ def RegisterJVP(op_type: str):  # noqa: N802 - the forward-mode twin of Register
     _check_type_name(op_type, "RegisterJVP")
 
     def decorate(fn):
-        opdef = _OPS.get(op_type)
-        if opdef is None:
-            opdef = _OPS[op_type] = OpDef(op_type)
+        opdef = _entry(op_type)
         if opdef.jvp is not None:
             raise ValueError(f"RegisterJVP: op type {op_type!r} already has a JVP rule "
                              f"({describe_fn(opdef.jvp)})")
