@@ -57,9 +57,11 @@ def _matmul_grad(op, dy):
         b2, dy = reshape(b, (b.shape[0], 1)), expand_dims(dy, axis=-1)
     da = db = None
     if need_a:
-        da = reshape(_sum_to(matmul(dy, matrix_transpose(b2)), a2.shape), a.shape)
+        da = _sum_to(matmul(dy, matrix_transpose(b2)), a2.shape)
+        da = da if a2 is a else reshape(da, a.shape)
     if need_b:
-        db = reshape(_sum_to(matmul(matrix_transpose(a2), dy), b2.shape), b.shape)
+        db = _sum_to(matmul(matrix_transpose(a2), dy), b2.shape)
+        db = db if b2 is b else reshape(db, b.shape)
     return da, db
 
 
