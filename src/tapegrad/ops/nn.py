@@ -471,9 +471,12 @@ def dropout(x, rate, noise_shape=None, seed=None, name=None, *, training=True):
     """
     x = _tensor(x)
     try:
-        p = float(rate)
-    except TypeError:
-        raise TypeError(f"dropout: rate must be a number in [0, 1), got {rate!r}") from None
+        p = float(rate) if not isinstance(rate, (str, bytes)) else None
+    except TypeError:  # also a rate traced by tg.function: the mask's scale must be known
+        p = None
+    if p is None:
+        raise TypeError(f"dropout: rate must be a number in [0, 1) (a Python number or a "
+                        f"concrete 0-d tensor), got {rate!r}")
     if not 0 <= p < 1:
         raise ValueError(f"dropout: rate must be a scalar tensor or a float in the range [0, 1), "
                          f"got rate={p}")
