@@ -222,3 +222,11 @@ def test_embedding_lookup_errors():
         nn.embedding_lookup(p, np.asarray([0.0]))
     with pytest.raises(TypeError, match="a list of 2 sharded tensors is not supported"):
         nn.embedding_lookup([p, p], np.asarray([0]))
+
+
+def test_compiled_dropout_draws_a_new_mask_on_every_call():
+    pytest.importorskip("jax")
+    f = tg.function(lambda x: nn.dropout(x, 0.5))
+    x = tg.constant(np.ones((8, 8)))
+    a, b = f(x).numpy(), f(x).numpy()
+    assert set(np.unique(a)) <= {0.0, 2.0} and not np.array_equal(a, b)
