@@ -136,6 +136,35 @@ def test_compat_tensorflow_aliases_and_float32_default():
     assert tf.optimizers is tg.optimizers and tf.test is tg.test and tf.nn is tg.nn
 
 
+def test_compat_tensorflow_float32_defaults_and_model_aliases():
+    import tapegrad.compat.tensorflow as tf
+
+    f32 = np.float32
+    assert [t.dtype for t in (tf.zeros([2]), tf.ones([2]), tf.eye(2), tf.fill([2], 1.5),
+                              tf.range(0.0, 1.0, 0.5), tf.random.normal([2]),
+                              tf.random.uniform([2]), tf.one_hot([1], 2))] == [f32] * 8
+    assert tf.fill([2], 1).dtype == np.int64 and tf.zeros([2], dtype=tf.float64).dtype == np.float64
+    assert tf.random.uniform([3], 0, 5, dtype=tf.int32).dtype == np.int32
+    np.testing.assert_array_equal(tf.range(0.0, 1.0, 0.25).numpy(), [0, 0.25, 0.5, 0.75])
+    x = tf.constant([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    np.testing.assert_array_equal(tf.transpose(x).numpy(), x.numpy().T)
+    np.testing.assert_array_equal(tf.gather(x, [1, 0, 1]).numpy(), x.numpy()[[1, 0, 1]])
+    np.testing.assert_array_equal(tf.shape(x).numpy(), [2, 3])
+    assert tf.shape(x).dtype == np.int32
+    np.testing.assert_allclose(tf.einsum("ij->j", x).numpy(), [5.0, 7.0, 9.0])
+    np.testing.assert_allclose(tf.sin(x).numpy(), np.sin(x.numpy()))
+    np.testing.assert_allclose(tf.pow(x, 2.0).numpy(), x.numpy() ** 2)
+    assert tf.identity(x) is not x and np.array_equal(tf.identity(x).numpy(), x.numpy())
+    clipped, norm = tf.clip_by_global_norm([x], 1.0)
+    np.testing.assert_allclose(float(norm), float(tf.linalg.global_norm([x])), rtol=1e-6)
+    assert tf.clip_by_value is tg.clip_by_value and tf.clip_by_norm is tg.clip_by_norm
+    assert tf.Module is tg.Module and tf.nn.dropout is tg.nn.dropout
+    assert tf.nn.softmax_cross_entropy_with_logits is tg.nn.softmax_cross_entropy_with_logits
+    with tf.name_scope("block") as scope:
+        v = tf.Variable(1.0, name="w")
+    assert scope == "block/" and v.name == "block/w" and v.dtype == np.float32
+
+
 @pytest.mark.skipif(tg._backend.default_namespace() is not np,
                     reason="in-place updates are a NumPy optimisation")
 def test_assign_sub_in_place_only_when_nothing_else_holds_the_array():

@@ -27,6 +27,7 @@ from . import config, debugging, fft, linalg, nn, optimizers, random, special, t
 from . import transforms as _transforms
 from .transforms import *  # noqa: F401,F403
 from ._function import Function, TensorSpec, function
+from .module import Module, name_scope
 from .forward import ForwardAccumulator, jacfwd, jvp
 
 try:
@@ -50,7 +51,7 @@ __all__ = [
     "RegisterGradient", "no_gradient", "gradient_override_map", "registered_ops", "Sample",
     "Arg", "errors", "fft", "linalg", "nn", "optimizers", "random", "special", "test", "viz",
     "config", "function", "Function", "TensorSpec", "ForwardAccumulator", "RegisterJVP", "jvp",
-    "jacfwd",
+    "jacfwd", "Module", "name_scope",
     *_cg.__all__,
     *_transforms.__all__,
     "float16", "float32", "float64", "complex64", "complex128", "int8", "int16", "int32",

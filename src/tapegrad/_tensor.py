@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+import threading
 import weakref
 
 import numpy as np
@@ -26,6 +27,7 @@ _raw_access_hook = None  # set by _records: notes raw-array reads inside gradien
 _conversion_hook = None  # set by _records: warns when a traced tensor leaves for NumPy
 _API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")
 _variables = weakref.WeakValueDictionary()  # id -> every live Variable (tg.function lifts them)
+name_scopes = threading.local()  # .prefix: Variable names' prefix, set by tapegrad.module.name_scope
 
 
 class Tensor:
@@ -184,7 +186,8 @@ class Variable(Tensor):
     Args:
         initial_value: array-like, copied.
         trainable: tapes watch a trainable Variable automatically when an op reads it.
-        name: a label shown in ``repr`` and in optimizer warnings.
+        name: a label shown in ``repr`` and in optimizer warnings, prefixed by the enclosing
+            ``tg.name_scope``s (``"dense/kernel"``).
         dtype: backend dtype; defaults to the value's (Python floats: the backend's default float).
 
     A Variable works wherever a Tensor does; its value changes only through ``assign``,
@@ -201,7 +204,8 @@ class Variable(Tensor):
         dtype = _float_default(value, dtype, self._default_float)
         super().__init__(_backend.asarray(_numeric(value, "Variable"), dtype=dtype, copy=True))
         self.trainable = bool(trainable)
-        self.name = name if name is not None else f"Variable:{self._id}"
+        self.name = getattr(name_scopes, "prefix", "") + (
+            name if name is not None else f"Variable:{self._id}")
         _variables[self._id] = self
 
     def assign(self, value):

@@ -47,9 +47,19 @@ def ones(shape, *, dtype=None, device=None):
     return Tensor(xp.ones(shape, dtype=_xp_dtype(xp, dtype), device=device))
 
 
-def full(shape, fill_value, *, dtype=None, device=None):
+def _float_default(dtype, default_float, *values):
+    """``dtype``, or ``default_float`` when it is None and a value is a Python float."""
+    if dtype is None and default_float is not None and any(isinstance(v, float) for v in values):
+        return default_float
+    return dtype
+
+
+def full(shape, fill_value, *, dtype=None, device=None, default_float=None):
     """A constant Tensor of ``shape`` filled with ``fill_value`` (Python scalar); without
-    ``dtype`` the default dtype of ``fill_value``'s kind (bool, integer, float, complex)."""
+    ``dtype`` the default dtype of ``fill_value``'s kind (bool, integer, float, complex), or
+    ``default_float`` for a Python float if given (a tapegrad extension that
+    ``compat.tensorflow`` sets to float32)."""
+    dtype = _float_default(dtype, default_float, fill_value)
     xp = _xp(device)
     return Tensor(xp.full(shape, fill_value, dtype=_xp_dtype(xp, dtype), device=device))
 
@@ -88,11 +98,14 @@ def empty_like(x, /, *, dtype=None, device=None):
     return Tensor(xp.empty_like(v, dtype=_xp_dtype(xp, dtype), device=device))
 
 
-def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
+def arange(start, /, stop=None, step=1, *, dtype=None, device=None, default_float=None):
     """Evenly spaced values in ``[start, stop)`` (Array API ``arange``); a 1-d constant.
 
-    With one argument, ``start`` is the stop and the start is 0.
+    With one argument, ``start`` is the stop and the start is 0. ``default_float``: the dtype
+    when ``dtype`` is None and a bound or the step is a Python float (a tapegrad extension
+    that ``compat.tensorflow`` sets to float32).
     """
+    dtype = _float_default(dtype, default_float, start, stop, step)
     xp = _xp(device)
     return Tensor(xp.arange(start, stop, step, dtype=_xp_dtype(xp, dtype), device=device))
 
@@ -181,5 +194,15 @@ def triu(x, /, *, k=0):
     return _triu(x, k=k)
 
 
+def shape(input, out_type=None, name=None):  # noqa: A002 - TensorFlow's names
+    """``input``'s shape as a 1-d integer constant on its backend (TensorFlow's ``tf.shape``;
+    not an Array API function, where ``x.shape`` is a tuple). out_type: the integer dtype,
+    default int32 as in TensorFlow. Not differentiable (a constant)."""
+    v = _v(input)
+    xp = _ns(v) if hasattr(v, "shape") else _default_namespace()
+    dims = tuple(v.shape) if hasattr(v, "shape") else tuple(xp.asarray(v).shape)
+    return Tensor(xp.asarray(dims, dtype=_xp_dtype(xp, "int32" if out_type is None else out_type)))
+
+
 __all__ = ["zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like", "empty_like",
-           "arange", "linspace", "eye", "from_dlpack", "tril", "triu"]
+           "arange", "linspace", "eye", "from_dlpack", "tril", "triu", "shape"]

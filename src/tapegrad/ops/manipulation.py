@@ -89,12 +89,15 @@ def _permute_dims_grad(op, dy):
     return permute_dims(dy, tuple(inverse))
 
 
-def permute_dims(x, /, axes):
+def permute_dims(x, /, axes=None):
     """Permute the axes of ``x``: result axis ``i`` is input axis ``axes[i]``.
 
-    axes: a permutation of ``range(x.ndim)`` (negative entries allowed). Raises ``ValueError``
-    otherwise. Gradient: the cotangent permuted by the inverse permutation.
+    axes: a permutation of ``range(x.ndim)`` (negative entries allowed); ``None`` (a tapegrad
+    extension, NumPy's and TensorFlow's ``transpose`` default) reverses the axes. Raises
+    ``ValueError`` otherwise. Gradient: the cotangent permuted by the inverse permutation.
     """
+    if axes is None:
+        axes = range(len(_shape(x)) - 1, -1, -1)
     return _permute_dims(x, axes=tuple(axes))
 
 

@@ -7,6 +7,11 @@ numerically stable for inputs of any magnitude: softmax and log-softmax subtract
 maximum, sigmoid and the cross-entropies only ever exponentiate ``-|x|``.
 
 The ``name`` argument of each function is accepted for TensorFlow compatibility and ignored.
+
+``dropout``, ``softmax_cross_entropy_with_logits``, ``l2_loss`` and ``embedding_lookup`` are
+compositions of differentiable ops (exact, differentiable to any order, with their JVPs);
+``one_hot`` makes a constant. Normalisation (``moments``, ``batch_normalization``,
+``layer_normalization``) is in :mod:`.normalization`.
 """
 from __future__ import annotations
 
@@ -15,15 +20,21 @@ import math
 import numpy as _np
 
 from .. import _backend
+from .. import random as _random
 from .._backend import namespace as _ns
 from .._registry import Arg, RegisterGradient, RegisterJVP, Sample, primitive
 from .._tensor import Tensor
+from .clipping import clip_by_norm
+from .conversion import asarray
 from .elementwise import exp, tanh, where
+from .indexing import take
 from .manipulation import reshape
 from .reductions import sum as _sum
 
 __all__ = ["relu", "leaky_relu", "elu", "sigmoid", "softplus", "gelu", "softmax", "log_softmax",
-           "sparse_softmax_cross_entropy_with_logits", "sigmoid_cross_entropy_with_logits"]
+           "sparse_softmax_cross_entropy_with_logits", "sigmoid_cross_entropy_with_logits",
+           "softmax_cross_entropy_with_logits", "dropout", "one_hot", "l2_loss",
+           "embedding_lookup"]
 
 _UNARY = [Sample((3, 4)), Sample(()), Sample((0, 3)), Sample((1,))]
 
@@ -405,3 +416,180 @@ def sigmoid_cross_entropy_with_logits(labels, logits, name=None):
     Gradient: ``dy * (sigmoid(x) - z)`` wrt logits, ``-dy * x`` wrt labels.
     """
     return _sigmoid_ce(labels, logits)
+
+
+def _tensor(x):
+    return x if isinstance(x, Tensor) else asarray(x)
+
+
+def softmax_cross_entropy_with_logits(labels, logits, axis=-1, name=None):
+    """Per-example softmax cross-entropy with dense labels, ``-sum(labels *
+    log_softmax(logits), axis)`` (``tf.nn.softmax_cross_entropy_with_logits``, TF 2).
+
+    labels, logits: floating, the same shape (each slice of ``labels`` along ``axis`` a
+    probability distribution); axis: the class axis. Result: the shape without ``axis``. Stable
+    for logits of any magnitude (``log_softmax`` subtracts the max). Raises ``ValueError`` if
+    the shapes differ or ``logits`` is 0-d. Gradients (of the composition, to any order): wrt
+    logits ``dy * (softmax(logits) * sum(labels) - labels)``, which is TensorFlow's
+    ``softmax - labels`` for labels that sum to 1; wrt labels ``-dy * log_softmax(logits)``
+    (TensorFlow 2 differentiates the labels too).
+    """
+    labels, logits = _tensor(labels), _tensor(logits)
+    if logits.ndim == 0:
+        raise ValueError("softmax_cross_entropy_with_logits: logits must have at least 1 "
+                         "dimension (the class axis), got a 0-d tensor")
+    if labels.shape != logits.shape:
+        raise ValueError(f"softmax_cross_entropy_with_logits: labels and logits must have the "
+                         f"same shape, got labels {labels.shape} and logits {logits.shape}")
+    return -_sum(labels * log_softmax(logits, axis=axis), axis=axis)
+
+
+def l2_loss(t, name=None):
+    """``sum(t ** 2) / 2`` (``tf.nn.l2_loss``): half the squared L2 norm, without the sqrt.
+
+    t: floating, any shape. Result: a 0-d tensor of ``t``'s dtype. Gradient: ``dy * t``.
+    """
+    t = _tensor(t)
+    return _sum(t * t) / 2
+
+
+def dropout(x, rate, noise_shape=None, seed=None, name=None, *, training=True):
+    """Zero each element of ``x`` with probability ``rate`` and scale the others by
+    ``1 / (1 - rate)``, so the expected value is ``x`` (``tf.nn.dropout``, TF 2).
+
+    x: floating, any shape; rate: a Python number (or concrete 0-d tensor) in ``[0, 1)``;
+    noise_shape: None (one draw per element) or a sequence of ``x.ndim`` ints, each ``x``'s
+    dimension or 1 (``None`` entries mean ``x``'s), the shape of the keep/drop draws, which
+    are broadcast (``(batch, 1)`` drops whole rows); seed: an op seed for ``tg.random`` (with
+    ``tg.random.set_seed``, the masks repeat; under ``tg.function`` each call draws anew);
+    training: keyword-only, a Keras-style addition: ``False`` returns ``x`` unchanged (as
+    does ``rate == 0``). An element is kept where a uniform draw ``u`` in ``[0, 1)`` has
+    ``u >= rate`` (TensorFlow's rule). Result: ``x``'s shape and dtype, ``x * mask``, the
+    ``mask`` (0 or ``1 / (1 - rate)``) a constant, so the gradient is ``dy * mask`` (to any
+    order) and the JVP ``t * mask``. Raises ``ValueError`` for a rate outside ``[0, 1)``, a
+    non-floating ``x`` or a bad ``noise_shape``; ``TypeError`` for a non-numeric rate.
+    """
+    x = _tensor(x)
+    try:
+        p = float(rate) if not isinstance(rate, (str, bytes)) else None
+    except TypeError:  # also a rate traced by tg.function: the mask's scale must be known
+        p = None
+    if p is None:
+        raise TypeError(f"dropout: rate must be a number in [0, 1) (a Python number or a "
+                        f"concrete 0-d tensor), got {rate!r}")
+    if not 0 <= p < 1:
+        raise ValueError(f"dropout: rate must be a scalar tensor or a float in the range [0, 1), "
+                         f"got rate={p}")
+    if not _is(x._value, "f", "real floating"):
+        raise ValueError(f"dropout: x must have a floating dtype as it will be scaled, got "
+                         f"{x.dtype}")
+    if not training or p == 0:
+        return x
+    shape = x.shape if noise_shape is None else _noise_shape(x.shape, noise_shape)
+    xp = _ns(x._value)
+    u = _random.uniform(shape, dtype=_backend.np_dtype(x.dtype), seed=seed)._value
+    keep = xp.asarray(u) >= p
+    return x * Tensor(xp.astype(keep, x._value.dtype) * (1.0 / (1.0 - p)))
+
+
+def _noise_shape(shape, noise_shape):
+    noise = [int(n) if n is not None else None for n in noise_shape]
+    if len(noise) != len(shape):
+        raise ValueError(f"dropout: noise_shape {tuple(noise_shape)} must have one entry per "
+                         f"dimension of x, which has shape {shape}")
+    noise = [d if n is None else n for n, d in zip(noise, shape)]
+    if any(n not in (1, d) for n, d in zip(noise, shape)):
+        raise ValueError(f"dropout: noise_shape {tuple(noise)} must broadcast to x's shape "
+                         f"{shape}: each entry must be x's dimension or 1")
+    return tuple(noise)
+
+
+def _python_dtype(value):
+    """TensorFlow's dtype for an ``on_value``/``off_value``: a tensor's own, else float32 for
+    Python floats, int32 for ints, bool for bools."""
+    if hasattr(value, "dtype"):
+        return _backend.np_dtype(value.dtype)
+    if isinstance(value, bool):
+        return _np.dtype(_np.bool_)
+    return _np.dtype(_np.int32 if isinstance(value, int) else _np.float32)
+
+
+def one_hot(indices, depth, on_value=None, off_value=None, axis=None, dtype=None, name=None):
+    """A one-hot encoding of ``indices`` (``tf.one_hot``): ``on_value`` where the new axis's
+    position equals the index, ``off_value`` elsewhere.
+
+    indices: integers of any shape ``B``; an index outside ``[0, depth)`` gives a slice of
+    only ``off_value`` (TensorFlow's rule). depth: a non-negative int, the size of the new
+    axis. on_value, off_value: scalars (default 1 and 0). axis: where the new axis goes,
+    ``-1``/``None`` (last, shape ``B + (depth,)``) or ``0 .. len(B)``. dtype: the result's;
+    by default that of ``on_value``/``off_value`` if given (Python floats float32, ints int32),
+    else float32, as in TensorFlow. Result: a constant tensor on ``indices``' backend (not
+    differentiable, as in TensorFlow). Raises ``TypeError`` for non-integer indices,
+    ``ValueError`` for a negative depth or an axis out of range.
+    """
+    idx = indices._value if isinstance(indices, Tensor) else _backend.asarray(indices)
+    xp = _ns(idx)
+    if not _is(idx, "iu", "integral"):
+        raise TypeError(f"one_hot: indices must be integers, got dtype {idx.dtype}")
+    if isinstance(depth, Tensor):
+        depth = int(depth)
+    if isinstance(depth, bool) or not isinstance(depth, (int, _np.integer)) or depth < 0:
+        raise ValueError(f"one_hot: depth must be a non-negative int, got {depth!r}")
+    axis = -1 if axis is None else axis
+    if not -1 <= axis <= idx.ndim:
+        raise ValueError(f"one_hot: axis must be -1 or in [0, {idx.ndim}] for indices of "
+                         f"shape {tuple(idx.shape)}, got {axis}")
+    if dtype is None:
+        given = [v for v in (on_value, off_value) if v is not None]
+        dtype = _python_dtype(given[0]) if given else _np.float32
+    dt = _backend.xp_dtype(xp, dtype)
+
+    def value(v, default):
+        v = default if v is None else (v._value if isinstance(v, Tensor) else v)
+        return xp.asarray(v, dtype=dt)
+
+    hot = xp.astype(idx, xp.int64)[..., None] == xp.arange(int(depth), dtype=xp.int64)
+    out = xp.where(hot, value(on_value, 1), value(off_value, 0))
+    if axis != -1 and axis != idx.ndim:
+        n = idx.ndim
+        out = xp.permute_dims(out, tuple(range(axis)) + (n,) + tuple(range(axis, n)))
+    return Tensor(out)
+
+
+def embedding_lookup(params, ids, max_norm=None, name=None):
+    """Rows of ``params`` at ``ids`` (``tf.nn.embedding_lookup``): ``params[ids]``.
+
+    params: a tensor of shape ``(N,) + E`` (or a list holding one; TensorFlow's sharded
+    lists of several are not supported); ids: integers in ``[0, N)`` of any shape ``B``;
+    max_norm: if given, each looked-up embedding with an L2 norm above it is rescaled to it
+    (``clip_by_norm`` over the ``E`` axes, as TensorFlow). Result: shape ``B + E``. Raises
+    ``TypeError`` for non-integer ids or a list of several tensors, ``ValueError`` for an id
+    outside ``[0, N)`` (checked when the ids are concrete). Gradient wrt params: the
+    cotangent scatter-added into zeros of ``params``' shape (repeated ids accumulate; a dense
+    tensor, where TensorFlow gives ``IndexedSlices``); to any order (the gather's).
+    """
+    if isinstance(params, (list, tuple)):
+        if len(params) != 1:
+            raise TypeError(f"embedding_lookup: params must be one tensor (a list of "
+                            f"{len(params)} sharded tensors is not supported); concatenate "
+                            "them with tg.concat")
+        params = params[0]
+    params = _tensor(params)
+    idx = ids._value if isinstance(ids, Tensor) else _backend.asarray(ids)
+    if not _is(idx, "iu", "integral"):
+        raise TypeError(f"embedding_lookup: ids must be integers, got dtype {idx.dtype}")
+    if params.ndim == 0:
+        raise ValueError("embedding_lookup: params must have at least 1 dimension (the rows), "
+                         "got a 0-d tensor")
+    n = params.shape[0]
+    try:
+        lo, hi = (int(_ns(idx).min(idx)), int(_ns(idx).max(idx))) if idx.size else (0, 0)
+    except TypeError:  # traced ids (tg.function): not known before the run
+        lo, hi = 0, 0
+    if lo < 0 or (idx.size and hi >= n):
+        raise ValueError(f"embedding_lookup: id {lo if lo < 0 else hi} is outside [0, {n}) "
+                         f"for params of shape {params.shape}")
+    out = take(params, idx, axis=0)
+    if max_norm is not None:
+        out = clip_by_norm(out, max_norm, axes=tuple(range(idx.ndim, out.ndim)))
+    return out

@@ -1,4 +1,5 @@
-"""Linear algebra in the main namespace (Array API): ``matmul``, ``tensordot``, ``vecdot``.
+"""Linear algebra in the main namespace (Array API): ``matmul``, ``tensordot``, ``vecdot``; and
+``einsum`` (NumPy's and TensorFlow's).
 
 (``matrix_transpose`` lives in :mod:`.manipulation`.) Gradients are the usual ones: for
 ``C = A @ B``, ``dA = dC @ B^T`` and ``dB = A^T @ dC`` (Giles, "An extended collection of
@@ -6,8 +7,15 @@ matrix derivative results", 2008), summed over broadcast batch axes. Real floati
 """
 from __future__ import annotations
 
+import string
+
+import numpy as np
+
+from .._backend import kernel as _kernel
 from .._backend import namespace as _ns
+from .._backend import register_kernel as _register_kernel
 from .._registry import RegisterGradient, RegisterJVP, Sample, primitive
+from .._tensor import Tensor
 from .manipulation import _shape, expand_dims, matrix_transpose, permute_dims, reshape
 from .reductions import _sum_to
 
@@ -176,4 +184,197 @@ def vecdot(x1, x2, /, *, axis=-1):
     return _vecdot(x1, x2, axis=axis - n if axis >= 0 else axis)
 
 
-__all__ = ["matmul", "tensordot", "vecdot"]
+# --- einsum --------------------------------------------------------------------------------
+_LETTERS = string.ascii_letters
+
+
+def _einsum_error(subscripts, msg):
+    return ValueError(f"einsum {subscripts!r}: {msg}")
+
+
+def _parse(subscripts, shapes):
+    """``subscripts`` as explicit per-operand letters and output letters: ``...`` replaced by
+    letters, the implicit output (NumPy's: the broadcast ``...`` axes, then the letters that
+    occur once, sorted) written out, sizes checked. Returns ``(inputs, output)``."""
+    if not isinstance(subscripts, str):
+        raise TypeError(f"einsum: subscripts must be a string such as 'ij,jk->ik', got "
+                        f"{type(subscripts).__name__}")
+    s = subscripts.replace(" ", "")
+    lhs, arrow, out = s.partition("->")
+    if "->" in out or "-" in lhs or ">" in lhs:
+        raise _einsum_error(subscripts, "'->' may appear once, between the inputs and the output")
+    terms = lhs.split(",")
+    if len(terms) != len(shapes):
+        raise _einsum_error(subscripts, f"the subscripts name {len(terms)} operand(s) but "
+                            f"{len(shapes)} were given")
+    letters, ellipsis_dims = [], []
+    for k, (term, shape) in enumerate(zip(terms, shapes)):
+        explicit = term.replace("...", "")
+        bad = sorted(set(c for c in explicit if c not in _LETTERS))
+        if bad or term.count("...") > 1:
+            raise _einsum_error(subscripts, f"operand {k}'s subscripts {term!r} must be letters "
+                                "with at most one '...'" + (f"; {bad} are not" if bad else ""))
+        if "..." in term and len(shape) < len(explicit) or \
+                "..." not in term and len(shape) != len(explicit):
+            raise _einsum_error(subscripts, f"operand {k} has {len(shape)} dimension(s) but its "
+                                f"subscripts {term!r} name {len(explicit)}")
+        ellipsis_dims.append(len(shape) - len(explicit) if "..." in term else 0)
+        letters.append(explicit)
+    used = set("".join(letters) + out)
+    free = [c for c in _LETTERS if c not in used]
+    n_ell = max(ellipsis_dims, default=0)
+    if n_ell > len(free):
+        raise _einsum_error(subscripts, "too many dimensions: einsum has 52 letters")
+    ell = "".join(free[:n_ell])
+    inputs = [t.replace("...", ell[n_ell - d:]) for t, d in zip(terms, ellipsis_dims)]
+    if arrow:
+        bad = sorted(set(c for c in out.replace("...", "") if c not in _LETTERS))
+        if bad or out.count("...") > 1:
+            raise _einsum_error(subscripts, f"the output {out!r} must be letters with at most "
+                                "one '...'")
+        if n_ell and "..." not in out:
+            raise _einsum_error(subscripts, "the output must contain '...' where the inputs' "
+                                "'...' stand for dimensions")
+        output = out.replace("...", ell)
+    else:
+        counts = "".join(letters)
+        output = ell + "".join(sorted(c for c in set(counts) if counts.count(c) == 1))
+    for c in output:
+        if output.count(c) > 1:
+            raise _einsum_error(subscripts, f"the output repeats {c!r}")
+        if not any(c in t for t in inputs):
+            raise _einsum_error(subscripts, f"the output letter {c!r} names no input dimension")
+    sizes = {}
+    for k, (term, shape) in enumerate(zip(inputs, shapes)):
+        for c, n in zip(term, shape):
+            j, m = sizes.get(c, (k, n))
+            if m != n and (j == k or 1 not in (m, n)):
+                where = f"operand {k}" if j == k else f"operands {j} and {k}"
+                raise _einsum_error(subscripts, f"{where} give {c!r} the sizes {m} and {n}; "
+                                    "a letter must have one size (or 1, broadcast, across "
+                                    "operands)")
+            if m == 1:
+                sizes[c] = (k, n)
+            elif c not in sizes:
+                sizes[c] = (j, m)
+    return inputs, output
+
+
+def _numpy_einsum(subscripts, *operands):
+    return np.asarray(np.einsum(subscripts, *operands, optimize=len(operands) > 1))
+
+
+_register_kernel("numpy", "einsum", _numpy_einsum)
+
+
+@primitive("Einsum", samples=[
+    Sample((3, 4), (4, 5), subscripts="ij,jk->ik"), Sample((2, 3, 4), (2, 4, 5),
+                                                           subscripts="bij,bjk->bik"),
+    Sample((3, 3), subscripts="ii->"), Sample((3, 3), subscripts="ii->i"),
+    Sample((2, 3), subscripts="ij->ji"), Sample((2, 3), subscripts="ij->"),
+    Sample((3,), (4,), subscripts="i,j->ij"), Sample((3, 4), (4,), (4, 2), subscripts="ij,j,jk->ik"),
+    Sample((2, 3), (4,), subscripts="ij,k->ik"), Sample((1, 3), (2, 3), subscripts="ij,ij->ij"),
+    Sample((2, 2, 3), (3,), subscripts="iij,j->i"), Sample((0, 3), (3, 2), subscripts="ij,jk->ik"),
+    Sample((), (3,), subscripts=",i->i"),
+])
+def _einsum(*operands, subscripts):
+    xp = _ns(*operands)
+    fn = getattr(xp, "einsum", None)
+    if xp is np or fn is None:  # not in the Array API standard: NumPy's (round trip)
+        return _kernel(xp, "einsum")(subscripts, *operands)
+    return fn(subscripts, *operands)
+
+
+def _split(subscripts):
+    lhs, _, out = subscripts.partition("->")
+    return lhs.split(","), out
+
+
+def _einsum_operand_grad(dy, operands, inputs, output, j):
+    """The gradient of operand ``j`` of ``einsum(inputs -> output)`` for the cotangent ``dy``.
+
+    y[out] = sum over the other letters of prod_k A_k[in_k], so dL/dA_j[in_j] = sum over the
+    letters not in in_j of dy[out] prod_{k != j} A_k[in_k]: the einsum of ``dy`` and the other
+    operands into ``in_j`` (e.g. Giles 2008 for matmul; autograd's ``grad_einsum``). Two cases
+    make that an invalid einsum and are written as extra constant operands: a letter of in_j
+    found nowhere else (summed over in the forward) gets a ones vector, so the gradient is
+    constant along it; a letter repeated in in_j (a diagonal) gets a fresh letter for each
+    repeat and an identity matrix linking the two, so the gradient is zero off the diagonal.
+    Axes of A_j of size 1 that the forward broadcast are summed back.
+    """
+    a = operands[j]
+    xp = _ns(dy._value)
+    term = inputs[j]
+    terms = [output] + [t for k, t in enumerate(inputs) if k != j]
+    args = [dy] + [x for k, x in enumerate(operands) if k != j]
+    present = set("".join(terms))
+    fresh = iter(c for c in _LETTERS if c not in set("".join(inputs) + output))
+    target, seen, naked = [], set(), []
+    for c, n in zip(term, a.shape):
+        if c in seen:
+            f = next(fresh)
+            target.append(f)
+            terms.append(c + f)
+            args.append(Tensor(xp.eye(n, dtype=dy._value.dtype)))
+        else:
+            seen.add(c)
+            target.append(c)
+            if c not in present:
+                naked.append((c, n))
+    if naked:
+        terms.append("".join(c for c, _ in naked))
+        args.append(Tensor(xp.ones(tuple(n for _, n in naked), dtype=dy._value.dtype)))
+    g = _einsum(*args, subscripts=",".join(terms) + "->" + "".join(target))
+    return _sum_to(g, a.shape) if g.shape != a.shape else g
+
+
+@RegisterGradient("Einsum", reads="inputs")
+def _einsum_grad(op, dy):
+    inputs, output = _split(op.attrs["subscripts"])
+    ops = op.inputs
+    return [_einsum_operand_grad(dy, ops, inputs, output, j) if need else None
+            for j, need in enumerate(op.needs_input_grad)]
+
+
+@RegisterJVP("Einsum")
+def _einsum_jvp(op, *tangents):
+    # multilinear: the tangent is the sum over operands of the einsum with it replaced by its
+    # tangent
+    subscripts = op.attrs["subscripts"]
+    terms = []
+    for j, t in enumerate(tangents):
+        if t is not None:
+            args = list(op.inputs)
+            args[j] = t
+            terms.append(_einsum(*args, subscripts=subscripts))
+    out = terms[0]
+    for t in terms[1:]:
+        out = out + t
+    return out
+
+
+def einsum(subscripts, *operands):
+    """Einstein summation (``numpy.einsum``, ``tf.einsum``): the product of the operands summed
+    over the letters that are not in the output.
+
+    subscripts: a string such as ``"ij,jk->ik"`` with one comma-separated term per operand
+    (letters ``a-zA-Z``, at most one ``...`` per term for broadcast leading dimensions) and
+    optionally ``->`` and the output's letters; without ``->`` the output is the ``...``
+    dimensions then the letters used once, sorted (NumPy's implicit mode). A repeated letter
+    in one term takes a diagonal. A letter has one size in all operands, or size 1 in some
+    (broadcast). operands: numeric tensors. Result: dims in output order, the promoted dtype.
+
+    Raises ``ValueError`` naming the operand (or the output) for a wrong number of operands or
+    dimensions, bad characters, mismatched sizes, an output letter that is repeated or names
+    no input, ``TypeError`` if ``subscripts`` is not a string. The forward is the backend's
+    ``einsum`` (NumPy, JAX, ...), through NumPy where the backend has none (the Array API
+    standard has no einsum). Gradient: another einsum per operand (see
+    ``_einsum_operand_grad``), so to any order; JVP: the sum of the einsums with one operand
+    replaced by its tangent (multilinearity).
+    """
+    shapes = [tuple(getattr(x, "shape", np.shape(x))) for x in operands]
+    inputs, output = _parse(subscripts, shapes)
+    return _einsum(*operands, subscripts=",".join(inputs) + "->" + output)
+
+
+__all__ = ["matmul", "tensordot", "vecdot", "einsum"]
