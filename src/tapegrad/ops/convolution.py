@@ -61,12 +61,13 @@ def _window(i, d, o, s):
     return slice(i * d, i * d + (o - 1) * s + 1, s) if o else slice(0, 0)
 
 
-def _patches(xp, x, k, s, d, o):
-    """The im2col patches of padded ``x`` (``N, *spatial, C``): ``(N, *o, prod(k), C)``, the
-    filter offsets in row-major order (as the filter's ``reshape``)."""
+def _patches(xp, x, k, s, d, o, axis=-2):
+    """The im2col patches of padded ``x`` (``N, *spatial, C``), one per filter offset in row-major
+    order (as the filter's ``reshape``), stacked on ``axis``: ``(N, *o, prod(k), C)`` for a
+    ``matmul`` (-2), ``(prod(k), N, *o, C)`` for a reduction over offsets (0)."""
     pieces = [x[(slice(None), *map(_window, offsets, d, o, s), slice(None))]
               for offsets in itertools.product(*map(range, k))]
-    return xp.stack(pieces, axis=-2)
+    return xp.stack(pieces, axis=axis)
 
 
 def _dilate(xp, x, axis, s):
@@ -77,19 +78,30 @@ def _dilate(xp, x, axis, s):
     return x[(slice(None),) * axis + (slice(0, max((n - 1) * s + 1, 0)), Ellipsis)]
 
 
-def _fold(xp, p, sizes, k, s, d):
-    """The adjoint of :func:`_patches`: patches ``(N, *o, K, C)`` summed back into a padded
-    input of spatial ``sizes`` (``N, *sizes, C``)."""
+def _fold(xp, pieces, sizes, k, s, d):
+    """The adjoint of :func:`_patches`: the ``prod(k)`` pieces ``(N, *o, C)`` (row-major offset
+    order) put back where they were taken and summed, into ``(N, *sizes, C)``. Axis by axis from
+    the last: the pieces of one offset along the first axis are folded along the others, then
+    padded along the first axis once (fewer full-size pads than padding every piece)."""
+    rank = len(k)
     for axis, stride in enumerate(s, start=1):
-        if stride > 1 and p.shape[axis] > 0:
-            p = _dilate(xp, p, axis, stride)
-    spans = p.shape[1:1 + len(k)]
-    total = None
-    for j, offsets in enumerate(itertools.product(*map(range, k))):
-        pads = [(i * dd, n - i * dd - span) for i, dd, n, span in zip(offsets, d, sizes, spans)]
-        piece = _pad(xp, p[..., j, :], pads)
-        total = piece if total is None else total + piece
-    return total
+        if stride > 1 and pieces[0].shape[axis] > 0:
+            pieces = [_dilate(xp, q, axis, stride) for q in pieces]
+    spans = pieces[0].shape[1:1 + rank]
+
+    def fold(pieces, axis):
+        if axis == rank:
+            return pieces[0]
+        n = len(pieces) // k[axis]
+        total = None
+        for i in range(k[axis]):
+            pads = [(0, 0)] * rank
+            pads[axis] = (i * d[axis], sizes[axis] - i * d[axis] - spans[axis])
+            q = _pad(xp, fold(pieces[i * n:(i + 1) * n], axis + 1), pads)
+            total = q if total is None else total + q
+        return total
+
+    return fold(list(pieces), 0)
 
 
 def _out_sizes(sizes, k, s, d, padding):
@@ -193,16 +205,16 @@ def _conv_backprop_input(filters, out_backprop, *, input_shape, strides, padding
     xp = _ns(filters, out_backprop)
     dy = out_backprop
     k = filters.shape[:-2]
-    o = dy.shape[1:-1]
     m = math.prod(dy.shape[:-1])
-    # dpatches = dy @ w^T, group by group: (M, G*Og) @ (G, Og, K*Cg) -> (M, G*K*Cg)
-    wt = xp.permute_dims(_grouped_filter(xp, filters, groups), (0, 2, 1))
-    dp = _matmul_groups(xp, xp.reshape(dy, (m, dy.shape[-1])), wt, groups)
+    # one piece per filter offset: dy @ w[offset]^T group by group, (K, G, M, Og) @ (K, G, Og, Cg)
     kk, cg = math.prod(k), filters.shape[-2]
-    dp = xp.reshape(xp.permute_dims(xp.reshape(dp, (m, groups, kk, cg)), (0, 2, 1, 3)),
-                    (*dy.shape[:-1], kk, groups * cg))
+    og = dy.shape[-1] // groups
+    w = xp.reshape(filters, (kk, cg, groups, og))
+    dy = xp.permute_dims(xp.reshape(dy, (1, m, groups, og)), (0, 2, 1, 3))
+    dp = xp.matmul(dy, xp.permute_dims(w, (0, 2, 3, 1)))  # (K, G, M, Cg)
+    dp = xp.reshape(xp.permute_dims(dp, (0, 2, 1, 3)), (kk, *out_backprop.shape[:-1], groups * cg))
     sizes = tuple(n + lo + hi for n, (lo, hi) in zip(input_shape[1:-1], padding))
-    dx = _fold(xp, dp, sizes, k, strides, dilations)
+    dx = _fold(xp, [dp[j, ...] for j in range(kk)], sizes, k, strides, dilations)
     return dx[(slice(None), *(slice(lo, lo + n) for n, (lo, _) in
                               zip(input_shape[1:-1], padding)), slice(None))]
 

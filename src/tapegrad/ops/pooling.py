@@ -31,24 +31,24 @@ __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d",
 
 
 def _windows(xp, x, ksize, strides, padding, value):
-    """The windows of ``x`` as patches ``(N, *out, K, C)``, padding filled with ``value``."""
+    """The windows of ``x`` as patches ``(K, N, *out, C)``, padding filled with ``value``."""
     o = _out_sizes(x.shape[1:-1], ksize, strides, (1,) * len(ksize), padding)
-    return _patches(xp, _pad(xp, x, padding, value), ksize, strides, (1,) * len(ksize), o)
+    return _patches(xp, _pad(xp, x, padding, value), ksize, strides, (1,) * len(ksize), o, axis=0)
 
 
-def _unfold(xp, p, input_shape, ksize, strides, padding):
-    """The adjoint of :func:`_windows`: patches summed back into an ``input_shape`` array."""
+def _unfold(xp, pieces, input_shape, ksize, strides, padding):
+    """The adjoint of :func:`_windows`: ``K`` pieces summed back into an ``input_shape`` array."""
     sizes = tuple(n + lo + hi for n, (lo, hi) in zip(input_shape[1:-1], padding))
-    x = _fold(xp, p, sizes, ksize, strides, (1,) * len(ksize))
+    x = _fold(xp, pieces, sizes, ksize, strides, (1,) * len(ksize))
     return x[(slice(None), *(slice(lo, lo + n) for n, (lo, _) in
                              zip(input_shape[1:-1], padding)), slice(None))]
 
 
 def _argmax_mask(xp, x, ksize, strides, padding):
-    """One-hot ``(N, *out, K, C)``: where each window's (first) maximum is."""
+    """One-hot ``(K, N, *out, C)``: where each window's (first) maximum is."""
     p = _windows(xp, x, ksize, strides, padding, -xp.inf)
-    first = xp.argmax(p, axis=-2, keepdims=True)
-    return xp.astype(first == xp.reshape(xp.arange(p.shape[-2]), (p.shape[-2], 1)), x.dtype)
+    offsets = xp.reshape(xp.arange(p.shape[0]), (p.shape[0],) + (1,) * (p.ndim - 1))
+    return xp.astype(offsets == xp.argmax(p, axis=0), x.dtype)
 
 
 def _pool_attrs(rank, k=2, s=2, pad=(0, 0)):
@@ -75,7 +75,7 @@ def _out_shape(shape, attrs):
 @primitive("MaxPool", samples=[Sample(shape, **a) for shape, a in _POOL_GEOMETRY])
 def _max_pool(input, *, ksize, strides, padding):  # noqa: A002 - TF's name
     xp = _ns(input)
-    return xp.max(_windows(xp, input, ksize, strides, padding, -xp.inf), axis=-2)
+    return xp.max(_windows(xp, input, ksize, strides, padding, -xp.inf), axis=0)
 
 
 @RegisterGradient("MaxPool", reads="inputs")
@@ -94,8 +94,9 @@ def _max_pool_jvp(op, t):
 def _max_pool_backprop(input, grad, *, ksize, strides, padding):  # noqa: A002
     xp = _ns(input, grad)
     mask = _argmax_mask(xp, input, ksize, strides, padding)
-    return _unfold(xp, mask * xp.expand_dims(grad, axis=-2), input.shape, ksize, strides,
-                   padding)
+    routed = mask * grad
+    return _unfold(xp, [routed[j, ...] for j in range(routed.shape[0])], input.shape, ksize,
+                   strides, padding)
 
 
 @RegisterGradient("MaxPoolGrad", reads="inputs")
@@ -114,7 +115,7 @@ def _max_pool_backprop_jvp(op, t_input, t_grad):
 def _max_pool_grad_grad(input, grad, *, ksize, strides, padding):  # noqa: A002
     xp = _ns(input, grad)
     mask = _argmax_mask(xp, input, ksize, strides, padding)
-    return xp.sum(mask * _windows(xp, grad, ksize, strides, padding, 0), axis=-2)
+    return xp.sum(mask * _windows(xp, grad, ksize, strides, padding, 0), axis=0)
 
 
 @RegisterGradient("MaxPoolGradGrad", reads="inputs")
@@ -148,7 +149,7 @@ def _counts(xp, input_shape, ksize, strides, padding, like):
 @primitive("AvgPool", samples=[Sample(shape, **a) for shape, a in _POOL_GEOMETRY])
 def _avg_pool(input, *, ksize, strides, padding):  # noqa: A002
     xp = _ns(input)
-    sums = xp.sum(_windows(xp, input, ksize, strides, padding, 0), axis=-2)
+    sums = xp.sum(_windows(xp, input, ksize, strides, padding, 0), axis=0)
     return sums / _counts(xp, input.shape, ksize, strides, padding, input)
 
 
@@ -166,9 +167,7 @@ RegisterJVP("AvgPool")(linear_jvp)
 def _avg_pool_backprop(grad, *, input_shape, ksize, strides, padding):
     xp = _ns(grad)
     spread = grad / _counts(xp, input_shape, ksize, strides, padding, grad)
-    patches = xp.broadcast_to(xp.expand_dims(spread, axis=-2),
-                              (*grad.shape[:-1], math.prod(ksize), grad.shape[-1]))
-    return _unfold(xp, patches, input_shape, ksize, strides, padding)
+    return _unfold(xp, [spread] * math.prod(ksize), input_shape, ksize, strides, padding)
 
 
 @RegisterGradient("AvgPoolGrad", reads="none")
