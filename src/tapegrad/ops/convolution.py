@@ -336,12 +336,12 @@ def _check_rank(who, x, rank, what="input"):
                          f"{_FORMATS[rank][1]}), got shape {tuple(x.shape)}")
 
 
-def _check_fits(who, sizes, k, d, padding):
+def _check_fits(who, sizes, k, d, padding, what="dilated filter"):
     for axis, (n, kk, dd, (lo, hi)) in enumerate(zip(sizes, k, d, padding)):
         if n + lo + hi < (kk - 1) * dd + 1:
-            raise ValueError(f"{who}: the dilated filter size {(kk - 1) * dd + 1} exceeds the "
+            raise ValueError(f"{who}: the {what} size {(kk - 1) * dd + 1} exceeds the "
                              f"padded input size {n + lo + hi} in spatial dimension {axis}; "
-                             "use padding='SAME' or a smaller filter")
+                             f"use padding='SAME' or a smaller {what.split()[-1]}")
 
 
 def _to_last(x, rank, first):

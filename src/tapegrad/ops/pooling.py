@@ -193,7 +193,7 @@ def _pool(who, rank, op, input, ksize, strides, padding, data_format):  # noqa: 
         raise ValueError(f"{who}: explicit padding {[list(p) for p in pads]} must be smaller "
                          f"than the window {list(k)} in every spatial dimension, or a window "
                          "could hold only padding")
-    _check_fits(who, sizes, k, (1,) * rank, pads)
+    _check_fits(who, sizes, k, (1,) * rank, pads, "window")
     return _from_last(op(x, ksize=k, strides=s, padding=pads), rank, first)
 
 
