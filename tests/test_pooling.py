@@ -2,6 +2,7 @@
 max-pool gradient's routing (ties to the first maximum), higher orders, and error messages."""
 import itertools
 import math
+import zlib
 
 import numpy as np
 import pytest
@@ -132,6 +133,17 @@ def test_avg_pool_gradient_is_its_adjoint():
     u = rng.normal(size=y.shape)
     np.testing.assert_allclose(np.vdot(y, u),
                                np.vdot(x, _grad(lambda t: nn.avg_pool2d(t, k, s, "SAME"), x, u)))
+
+
+@pytest.mark.parametrize("op_type", ["MaxPool", "MaxPoolGrad", "MaxPoolGradGrad"])
+def test_max_pool_samples_have_no_near_ties(op_type):
+    # the registry tests draw the samples with these seeds (test_registry_gradients.py,
+    # test_forward.py) and step by at most 2e-4 per element: the window maxima never change
+    for index, sample in enumerate(tg.registered_ops()[op_type].samples):
+        for extra in ([], [1]):
+            args, _, _ = sample.materialize(
+                np.random.default_rng([zlib.crc32(op_type.encode()), index, *extra]))
+            assert np.diff(np.sort(np.ravel(args[0]))).min() > 10 * 2e-4
 
 
 def test_errors():

@@ -174,21 +174,24 @@ def _conv_grad(op, dy):
     # <conv(x, w), dy> = <x, B_in(w, dy)> = <w, B_f(x, dy)> (TF nn_grad._Conv2DGrad)
     x, w = op.inputs
     g = _geometry(op)
-    return (_conv_backprop_input(w, dy, input_shape=tuple(x.shape), **g),
-            _conv_backprop_filter(x, dy, filter_shape=tuple(w.shape), **g))
+    need_x, need_w = op.needs_input_grad
+    return (_conv_backprop_input(w, dy, input_shape=tuple(x.shape), **g) if need_x else None,
+            _conv_backprop_filter(x, dy, filter_shape=tuple(w.shape), **g) if need_w else None)
 
 
-def _bilinear_jvp(op, t1, t2):
-    """JVP of an op bilinear in its two inputs: ``op(t1, b) + op(a, t2)``."""
-    a, b = op.inputs
-    fn = op._opdef.public
-    parts = [fn(t1, b, **op.attrs) if t1 is not None else None,
-             fn(a, t2, **op.attrs) if t2 is not None else None]
-    parts = [q for q in parts if q is not None]
-    return None if not parts else parts[0] if len(parts) == 1 else parts[0] + parts[1]
+def _bilinear_jvp(fn):
+    """The JVP rule of an op ``fn`` bilinear in its two inputs: ``fn(t1, b) + fn(a, t2)``."""
+    def jvp(op, t1, t2):
+        a, b = op.inputs
+        parts = [fn(t1, b, **op.attrs) if t1 is not None else None,
+                 fn(a, t2, **op.attrs) if t2 is not None else None]
+        parts = [q for q in parts if q is not None]
+        return None if not parts else parts[0] if len(parts) == 1 else parts[0] + parts[1]
+
+    return jvp
 
 
-RegisterJVP("Conv")(_bilinear_jvp)
+RegisterJVP("Conv")(_bilinear_jvp(_conv))
 
 
 def _sample_out_shape(sample):
@@ -224,11 +227,12 @@ def _conv_backprop_input_grad(op, ddx):
     # <ddx, B_in(w, dy)> = <conv(ddx, w), dy> = <w, B_f(ddx, dy)> (TF _Conv2DBackpropInputGrad)
     w, dy = op.inputs
     g = _geometry(op)
-    return (_conv_backprop_filter(ddx, dy, filter_shape=tuple(w.shape), **g),
-            _conv(ddx, w, **g))
+    need_w, need_dy = op.needs_input_grad
+    return (_conv_backprop_filter(ddx, dy, filter_shape=tuple(w.shape), **g) if need_w else None,
+            _conv(ddx, w, **g) if need_dy else None)
 
 
-RegisterJVP("ConvBackpropInput")(_bilinear_jvp)
+RegisterJVP("ConvBackpropInput")(_bilinear_jvp(_conv_backprop_input))
 
 
 @primitive("ConvBackpropFilter", samples=[
@@ -254,11 +258,12 @@ def _conv_backprop_filter_grad(op, ddw):
     # <ddw, B_f(x, dy)> = <conv(x, ddw), dy> = <x, B_in(ddw, dy)> (TF _Conv2DBackpropFilterGrad)
     x, dy = op.inputs
     g = _geometry(op)
-    return (_conv_backprop_input(ddw, dy, input_shape=tuple(x.shape), **g),
-            _conv(x, ddw, **g))
+    need_x, need_dy = op.needs_input_grad
+    return (_conv_backprop_input(ddw, dy, input_shape=tuple(x.shape), **g) if need_x else None,
+            _conv(x, ddw, **g) if need_dy else None)
 
 
-RegisterJVP("ConvBackpropFilter")(_bilinear_jvp)
+RegisterJVP("ConvBackpropFilter")(_bilinear_jvp(_conv_backprop_filter))
 
 
 # --- arguments as TensorFlow takes them ---------------------------------------------------------

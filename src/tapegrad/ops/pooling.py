@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 from .._backend import namespace as _ns
-from .._registry import RegisterGradient, RegisterJVP, Sample, linear_jvp, primitive
+from .._registry import Arg, RegisterGradient, RegisterJVP, Sample, linear_jvp, primitive
 from .convolution import (_channels_first, _check_fits, _check_rank, _fold, _from_last,
                           _out_sizes, _pad, _patches, _per_axis, _resolve_padding, _tensor,
                           _to_last)
@@ -70,9 +70,13 @@ def _out_shape(shape, attrs):
 
 
 # --- max pooling ---------------------------------------------------------------------------------
-# Max pooling's samples are random (fixed seeds per case): continuous values, so no two in a
-# window tie, and their gaps are far wider than the finite-difference step (1e-6)
-@primitive("MaxPool", samples=[Sample(shape, **a) for shape, a in _POOL_GEOMETRY])
+# The pooled input of the max-pool samples is drawn from a wide range, so that no two of its
+# values lie closer than the gradient checks' steps (<= 2e-4): a step never moves a window's
+# maximum (tests/test_pooling.py checks the gaps of the registry tests' draws)
+TIE_FREE = (-500.0, 500.0)
+
+
+@primitive("MaxPool", samples=[Sample(Arg(shape, TIE_FREE), **a) for shape, a in _POOL_GEOMETRY])
 def _max_pool(input, *, ksize, strides, padding):  # noqa: A002 - TF's name
     xp = _ns(input)
     return xp.max(_windows(xp, input, ksize, strides, padding, -xp.inf), axis=0)
@@ -89,7 +93,7 @@ def _max_pool_jvp(op, t):
     return _max_pool_grad_grad(op.inputs[0], t, **op.attrs)
 
 
-@primitive("MaxPoolGrad", samples=[Sample(shape, _out_shape(shape, a), **a)
+@primitive("MaxPoolGrad", samples=[Sample(Arg(shape, TIE_FREE), _out_shape(shape, a), **a)
                                    for shape, a in _POOL_GEOMETRY])
 def _max_pool_backprop(input, grad, *, ksize, strides, padding):  # noqa: A002
     xp = _ns(input, grad)
@@ -111,7 +115,8 @@ def _max_pool_backprop_jvp(op, t_input, t_grad):
     return None if t_grad is None else _max_pool_backprop(op.inputs[0], t_grad, **op.attrs)
 
 
-@primitive("MaxPoolGradGrad", samples=[Sample(shape, shape, **a) for shape, a in _POOL_GEOMETRY])
+@primitive("MaxPoolGradGrad", samples=[Sample(Arg(shape, TIE_FREE), shape, **a)
+                                       for shape, a in _POOL_GEOMETRY])
 def _max_pool_grad_grad(input, grad, *, ksize, strides, padding):  # noqa: A002
     xp = _ns(input, grad)
     mask = _argmax_mask(xp, input, ksize, strides, padding)
