@@ -4,7 +4,8 @@ The activations and sparse/sigmoid cross-entropies are each one primitive op nam
 TensorFlow's op type (``"Relu"``, ``"Softmax"``, ...), defined in :mod:`tapegrad.ops.nn` with
 its forward and gradient side by side; dropout, the dense cross-entropy, ``l2_loss``,
 ``embedding_lookup`` (there) and the normalisations (:mod:`tapegrad.ops.normalization`) are
-compositions of ops; ``one_hot`` makes a constant.
+compositions of ops; ``one_hot`` makes a constant. Convolutions, deconvolutions and pooling
+are N-d primitives in :mod:`tapegrad.ops.convolution` and :mod:`tapegrad.ops.pooling`.
 """
 from __future__ import annotations
 
@@ -14,8 +15,14 @@ from .ops.nn import (elu, gelu, leaky_relu, log_softmax, relu, sigmoid,
 from .ops.nn import (dropout, embedding_lookup, l2_loss, one_hot,
                      softmax_cross_entropy_with_logits)
 from .ops.normalization import batch_normalization, layer_normalization, moments
+from .ops.convolution import (conv1d, conv1d_transpose, conv2d, conv2d_transpose, conv3d,
+                              conv3d_transpose, depthwise_conv2d)
+from .ops.pooling import avg_pool1d, avg_pool2d, avg_pool3d, max_pool1d, max_pool2d, max_pool3d
 
 __all__ = ["relu", "leaky_relu", "elu", "sigmoid", "softplus", "gelu", "softmax", "log_softmax",
            "sparse_softmax_cross_entropy_with_logits", "sigmoid_cross_entropy_with_logits",
            "softmax_cross_entropy_with_logits", "dropout", "one_hot", "l2_loss",
-           "embedding_lookup", "moments", "batch_normalization", "layer_normalization"]
+           "embedding_lookup", "moments", "batch_normalization", "layer_normalization",
+           "conv1d", "conv2d", "conv3d", "conv1d_transpose", "conv2d_transpose",
+           "conv3d_transpose", "depthwise_conv2d", "max_pool1d", "max_pool2d", "max_pool3d",
+           "avg_pool1d", "avg_pool2d", "avg_pool3d"]
