@@ -225,7 +225,7 @@ class Optimizer:
             value = v._value
             if isinstance(g, Tensor):
                 g = g._value
-            elif type(g) is not type(value):  # a list, or an array of another library
+            if type(g) is not type(value):  # a list, or an array of another library
                 g = _backend.asarray(g, xp=_ns(value))
             if g.shape != value.shape:
                 raise ValueError(f"{self.name}.apply_gradients: the gradient for Variable "
