@@ -112,6 +112,7 @@ class Optimizer:
         self._variables = []
         self._slots = {}
         self._slot_inits = {}
+        self._casts, self._t = {}, None  # per step: see _cast
         self._exclude_ids, self._exclude_pattern = set(), None
         self.iterations = self._new_variable(np.int64(0), "iterations")
         self._learning_rate = None
@@ -271,10 +272,20 @@ class Optimizer:
             return [_ns(g).clip(g, -self.clipvalue, self.clipvalue) for g in grads]
         return grads
 
+    def _cast(self, name, x, value):
+        """``_like(x, value)``, computed once per step for each library and dtype."""
+        key = (name, type(value), value.dtype)
+        cast = self._casts.get(key)
+        if cast is None:
+            cast = self._casts[key] = _like(x, value)
+        return cast
+
     def _step(self, variables, grads, lr):
+        self._casts = {}
+        self._t = self.iterations._value + 1  # the number of this step, as in Keras
         for v, g in zip(variables, grads):
             value = v._value
-            lr_v = _like(lr, value)
+            lr_v = self._cast("lr", lr, value)
             if self._decays(v):
                 v.assign(value - value * self.weight_decay * lr_v)
                 value = v._value
@@ -395,7 +406,7 @@ class Adam(Optimizer):
 
     def _update(self, variable, value, g, lr):
         xp = _ns(value)
-        t = _like(self.iterations._value + 1, value)
+        t = self._cast("t", self._t, value)
         alpha = lr * xp.sqrt(1.0 - self.beta_2 ** t) / (1.0 - self.beta_1 ** t)
         m_slot, v_slot = self._slot(variable, "momentum"), self._slot(variable, "velocity")
         m, v = m_slot._value, v_slot._value
@@ -560,7 +571,7 @@ class Nadam(Optimizer):
 
     def _update(self, variable, value, g, lr):
         xp = _ns(value)
-        t = _like(self.iterations._value + 1, value)
+        t = self._cast("t", self._t, value)
         u_t, u_next = self._u(t), self._u(t + 1.0)
         p_t = _like(self._u_product._value, value)
         m_slot, v_slot = self._slot(variable, "momentum"), self._slot(variable, "velocity")
