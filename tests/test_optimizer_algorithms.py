@@ -276,6 +276,19 @@ def test_schedule_learning_rate_reads_the_schedule():
         opt.learning_rate = 0.1
 
 
+def test_learning_rate_callables():
+    opt = optimizers.SGD(lambda step: 0.5)  # a callable returning a Python float
+    assert float(opt.learning_rate) == 0.5 and opt.learning_rate.shape == ()
+    opt = optimizers.SGD(0.1)
+    opt.learning_rate = lambda step: 0.2 / (1.0 + step)  # replaces the Variable
+    assert opt.variables == [opt.iterations]
+    w = tg.Variable(0.0)
+    for _ in range(2):
+        opt.apply_gradients([(tg.constant(1.0), w)])
+    np.testing.assert_allclose(w.numpy(), -(0.2 + 0.1))
+    np.testing.assert_allclose(float(opt.learning_rate), 0.2 / 3)
+
+
 def test_float32_variables_stay_float32():
     for opt in [optimizers.Nadam(0.1), optimizers.RMSprop(0.1, centered=True, momentum=0.5),
                 optimizers.Adagrad(0.1), optimizers.Lion(0.1), optimizers.AdamW(0.1),

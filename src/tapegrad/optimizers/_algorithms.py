@@ -20,7 +20,7 @@ import numpy as np
 from .. import _backend
 from .._backend import namespace as _ns
 from .._tape import GradientTape
-from .._tensor import Tensor, Variable
+from .._tensor import Tensor, Variable, convert_to_tensor
 from . import schedules as _schedules
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Nadam", "Lion"]
@@ -150,15 +150,17 @@ class Optimizer:
 
     @property
     def learning_rate(self):
+        """The learning-rate Variable (assign a float to it, or to this property, to change the
+        rate), or for a schedule its value at ``iterations`` (a 0-d Tensor). Assigning a
+        callable replaces the schedule or Variable; assigning a float to an optimizer made
+        with a schedule raises ``TypeError``, a negative one ``ValueError``."""
         lr = self._learning_rate
         if isinstance(lr, Variable):
             return lr
-        value = self._current_learning_rate()
-        return value if isinstance(value, Tensor) else Tensor(value)
+        return convert_to_tensor(self._current_learning_rate())
 
     @learning_rate.setter
     def learning_rate(self, value):
-        """A number is assigned to the learning-rate Variable; a callable replaces it."""
         owner = type(self).__name__
         current = self._learning_rate
         if callable(value) and not isinstance(value, Tensor):
