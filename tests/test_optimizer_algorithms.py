@@ -199,8 +199,8 @@ def test_weight_decay_applies_to_any_optimizer():
 
 
 def test_exclude_from_weight_decay():
-    kernel, bias, other = (tg.Variable(1.0, name="dense/kernel"), tg.Variable(1.0, name="dense/bias"),
-                           tg.Variable(1.0, name="other"))
+    kernel, bias = tg.Variable(1.0, name="dense/kernel"), tg.Variable(1.0, name="dense/bias")
+    other = tg.Variable(1.0, name="other")
     opt = optimizers.SGD(0.5, weight_decay=0.1)
     opt.exclude_from_weight_decay(var_list=[other], var_names=["bias"])
     zero = tg.constant(0.0)

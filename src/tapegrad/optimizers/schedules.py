@@ -225,7 +225,8 @@ class CosineDecay(LearningRateSchedule):
             return self._decay(minimum(step, decay_steps), initial)
         target, warmup = float(self.warmup_target), float(self.warmup_steps)
         step = minimum(step, decay_steps + warmup)
-        rising = (target - initial) * (step / (warmup if warmup > 0 else 1.0)) + initial  # unused if warmup=0
+        # with no warmup steps the rising branch is never taken: divide by 1, not 0
+        rising = (target - initial) * (step / (warmup if warmup > 0 else 1.0)) + initial
         return where(step < warmup, rising, self._decay(step - warmup, target))
 
     def get_config(self):
