@@ -165,7 +165,7 @@ class Optimizer:
         current = self._learning_rate
         if callable(value) and not isinstance(value, Tensor):
             if isinstance(current, Variable):
-                self._variables.remove(current)
+                self._variables = [v for v in self._variables if v is not current]
             self._learning_rate = value
             return
         if isinstance(value, Tensor):
@@ -283,15 +283,17 @@ class Optimizer:
         return cast
 
     def _step(self, variables, grads, lr):
-        self._casts = {}
         self._t = self.iterations._value + 1  # the number of this step, as in Keras
-        for v, g in zip(variables, grads):
-            value = v._value
-            lr_v = self._cast("lr", lr, value)
-            if self._decays(v):
-                v.assign(value - value * self.weight_decay * lr_v)
+        try:
+            for v, g in zip(variables, grads):
                 value = v._value
-            self._update(v, value, g, lr_v)
+                lr_v = self._cast("lr", lr, value)
+                if self._decays(v):
+                    v.assign(value - value * self.weight_decay * lr_v)
+                    value = v._value
+                self._update(v, value, g, lr_v)
+        finally:  # keep no arrays (or tracers of a compiled step) between steps
+            self._casts, self._t = {}, None
 
     def _update(self, variable, value, gradient, learning_rate):
         raise NotImplementedError(f"{type(self).__name__} must implement _update")
