@@ -85,9 +85,9 @@ def test_adam_first_step_is_lr_times_sign():
 
 def test_defaults_are_keras():
     sgd, adam = optimizers.SGD(), optimizers.Adam()
-    assert (sgd.learning_rate, sgd.momentum, sgd.nesterov) == (0.01, 0.0, False)
-    assert (adam.learning_rate, adam.beta_1, adam.beta_2, adam.epsilon) == (0.001, 0.9, 0.999,
-                                                                            1e-7)
+    assert (float(sgd.learning_rate), sgd.momentum, sgd.nesterov) == (0.01, 0.0, False)
+    assert (float(adam.learning_rate), adam.beta_1, adam.beta_2, adam.epsilon) == (
+        0.001, 0.9, 0.999, 1e-7)
 
 
 def test_several_variables_keep_separate_state():
