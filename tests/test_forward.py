@@ -7,22 +7,46 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from test_registry_gradients import _SYMMETRIC_INPUT, _cases
+from test_registry_gradients import _SYMMETRIC_INPUT, _cases, _is_builtin
 
 _ZERO = tg.UnconnectedGradients.ZERO
 
 
 def _floating(ys):
     ys = list(ys) if isinstance(ys, (tuple, list)) else [ys]
-    return [y for y in ys if y.dtype.kind == "f"]
+    return [y for y in ys if y.dtype.kind in "fc"]
 
 
 def _flat(ts):
-    return np.concatenate([np.ravel(t.numpy()) for t in ts]) if ts else np.zeros(0)
+    """Tensors flattened into one float64 vector; complex ones as (real, imaginary) pairs."""
+    parts = [np.asarray(t.numpy()) for t in ts]
+    return np.concatenate([np.ravel(p.view(p.real.dtype) if p.dtype.kind == "c" else p)
+                           for p in parts]) if parts else np.zeros(0)
+
+
+# Built-in differentiable op types without a JVP rule, which take the transposed VJP (the
+# "double VJP", tapegrad.forward) -- each with the reason. Keep in step with the forward-mode
+# section of docs/architecture.md.
+JVP_FALLBACK = {
+    "DigitsElu": "the digits example's op shows a user op with a gradient and no JVP rule",
+}
+
+
+def test_every_builtin_differentiable_op_has_a_jvp_rule():
+    missing = sorted(name for name, opdef in tg.registered_ops().items()
+                     if opdef.differentiable and opdef.defined and _is_builtin(opdef)
+                     and opdef.jvp is None and name not in JVP_FALLBACK)
+    assert not missing, (
+        f"built-in op types without a JVP rule: {', '.join(missing)}; declare one with "
+        "@RegisterJVP beside the op's gradient (linear ops: RegisterJVP(op_type)(linear_jvp)), "
+        "or add the op to JVP_FALLBACK here and to docs/architecture.md with the reason")
+    stale = sorted(name for name in JVP_FALLBACK if tg.registered_ops()[name].jvp is not None)
+    assert not stale, f"JVP_FALLBACK lists op types that have a JVP rule: {stale}"
 
 
 @pytest.mark.parametrize("op_type, index", [c for c in _cases() if c.values[1] is not None])
-def test_every_primitive_jvp_matches_differences_to_second_order(op_type, index):
+def test_every_primitive_jvp_matches_differences_and_the_vjp_to_second_order(
+        op_type, index, monkeypatch):
     opdef = tg.registered_ops()[op_type]
     rng = np.random.default_rng([zlib.crc32(op_type.encode()), index, 1])
     args, attrs, positions = opdef.samples[index].materialize(rng)
@@ -32,6 +56,17 @@ def test_every_primitive_jvp_matches_differences_to_second_order(op_type, index)
         for p, x in zip(positions, xs):
             full[p] = (x + tg.matrix_transpose(x)) / 2.0 if op_type in _SYMMETRIC_INPUT else x
         return _floating(opdef.public(*full, **attrs))
+
+    # the op's own rule must give its tangents (the fallback only for JVP_FALLBACK ops)
+    rule, used = opdef.jvp, []
+    if rule is not None:
+        def spy(op, *tangents):
+            out = rule(op, *tangents)
+            if op.type == op_type:
+                used.append(out is not NotImplemented)
+            return out
+
+        monkeypatch.setattr(opdef, "jvp", spy)
 
     xs = [np.asarray(args[p], dtype=np.float64) for p in positions]
     vs = [rng.uniform(-1.0, 1.0, size=x.shape) for x in xs]
@@ -47,12 +82,34 @@ def test_every_primitive_jvp_matches_differences_to_second_order(op_type, index)
             return _flat(first)
         return _flat(outer.jvp(first, unconnected_gradients=_ZERO))
 
-    low = any(y.dtype.itemsize < 8 for y in f(*map(tg.constant, xs)))  # e.g. Cast to float32
+    low = any(y.dtype.itemsize < 8 * (1 + (y.dtype.kind == "c"))
+              for y in f(*map(tg.constant, xs)))  # e.g. Cast to float32
     eps, tol, eps2, tol2 = (1e-2, 1e-2, 1e-1, 5e-2) if low else (1e-6, 1e-5, 1e-4, 1e-4)
     plus = [x + eps * v for x, v in zip(xs, vs)]
     minus = [x - eps * v for x, v in zip(xs, vs)]
     numeric1 = (_flat(f(*map(tg.constant, plus))) - _flat(f(*map(tg.constant, minus)))) / (2 * eps)
-    np.testing.assert_allclose(jvp_at(xs, 1), numeric1, rtol=tol, atol=tol)
+    jv = jvp_at(xs, 1)
+    np.testing.assert_allclose(jv, numeric1, rtol=tol, atol=tol)
+    if opdef.jvp is not None:
+        assert used and all(used), f"{op_type}'s JVP rule was not used (NotImplemented)"
+    # <u, J v> (forward mode) == <J^T u, v> (reverse mode)
+    u = rng.uniform(-1.0, 1.0, size=jv.shape)
+    ts = [tg.constant(x) for x in xs]
+    with tg.GradientTape() as tape:
+        tape.watch(ts)
+        ys = f(*ts)
+    us, start = [], 0
+    for y in ys:
+        n = y.size * (2 if y.dtype.kind == "c" else 1)
+        piece = u[start:start + n]
+        if y.dtype.kind == "c":
+            piece = piece[0::2] + 1j * piece[1::2]
+        us.append(tg.constant(piece.reshape(y.shape).astype(y.dtype)))
+        start += n
+    if ys:
+        gs = tape.gradient(ys, ts, output_gradients=us, unconnected_gradients=_ZERO)
+        rev = sum(float(np.sum(g.numpy() * v)) for g, v in zip(gs, vs))
+        np.testing.assert_allclose(float(u @ jv), rev, rtol=tol, atol=tol)
     plus2 = [x + eps2 * v for x, v in zip(xs, vs)]
     minus2 = [x - eps2 * v for x, v in zip(xs, vs)]
     numeric2 = (jvp_at(plus2, 1) - jvp_at(minus2, 1)) / (2 * eps2)
