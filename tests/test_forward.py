@@ -299,3 +299,107 @@ def test_accumulator_misuse_and_a_jvp_rule_of_the_wrong_count_raise():
                                                            r"tangent\(s\) for 1 output"):
         with tg.ForwardAccumulator(x, tg.constant([1.0])):
             bad(x)
+
+
+# --- GradientTape.jacobian: columns by forward mode when the source is the smaller ---------------
+@tg.primitive("ForwardTestSquare")
+def _square(x):
+    return x * x
+
+
+@tg.RegisterGradient("ForwardTestSquare")
+def _square_grad(op, dy):
+    _square.calls["grad"] += 1
+    return dy * 2.0 * op.inputs[0]
+
+
+@tg.RegisterJVP("ForwardTestSquare")
+def _square_jvp(op, t):
+    _square.calls["jvp"] += 1
+    return t * 2.0 * op.inputs[0]
+
+
+def _rows(f, x, n):
+    """The reverse method: one tape.gradient per target element, with a one-hot cotangent."""
+    rows = []
+    for k in range(n):
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = f(x)
+        rows.append(tape.gradient(y, x, output_gradients=tg.constant(np.eye(n)[k].reshape(
+            y.shape))).numpy())
+    return np.stack(rows).reshape(tuple(y.shape) + tuple(x.shape))
+
+
+@pytest.mark.parametrize("shape_a", [(12, 3), (3, 12)])  # tall (forward), wide (reverse)
+def test_jacobian_chooses_forward_mode_for_tall_targets_with_the_same_values(shape_a):
+    rng = np.random.default_rng(3)
+    a = tg.constant(rng.normal(size=shape_a))
+    x = tg.constant(rng.normal(size=shape_a[1]))
+
+    def f(x):  # a built-in chain, a custom rule (surrogate) and an op with counted rules
+        return tg.tanh(a @ _square(x)) + _straight_round(a @ x) * tg.sum(x)
+
+    _square.calls = {"grad": 0, "jvp": 0}
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        y = f(x)
+    j = tape.jacobian(y, x)
+    m, n = shape_a
+    if m > n:  # one forward sweep per source element, no reverse pass
+        assert _square.calls == {"grad": 0, "jvp": n}
+    else:  # one reverse pass per target element
+        assert _square.calls == {"grad": m, "jvp": 0}
+    want = _rows(f, x, m)
+    np.testing.assert_allclose(j.numpy(), want, rtol=1e-13, atol=1e-13)
+    # by hand: the surrogate's Jacobian is half the identity
+    x0, a0 = x.numpy(), a.numpy()
+    hand = ((1 - np.tanh(a0 @ x0 ** 2) ** 2)[:, None] * a0 * 2 * x0
+            + 0.5 * a0 * np.sum(x0) + np.round(a0 @ x0)[:, None])
+    np.testing.assert_allclose(j.numpy(), hand, rtol=1e-12)
+
+
+def test_forward_mode_jacobians_of_several_sources_batches_and_dropped_records(monkeypatch):
+    monkeypatch.setattr(tg._records, "DROP_MIN_BYTES", 0)  # records keep what gradients read
+    rng = np.random.default_rng(4)
+    a = tg.constant(rng.normal(size=(10, 2)))
+    x, b = tg.constant(rng.normal(size=2)), tg.constant(rng.normal(size=()))
+    with tg.GradientTape(persistent=True) as tape:
+        tape.watch([x, b])
+        y = tg.nn.relu(tg.sin(a @ x)) * b + tg.exp(a @ x)
+    jx, jb = tape.jacobian(y, [x, b])
+    z = a.numpy() @ x.numpy()
+    dz = (np.cos(z) * (np.sin(z) > 0) * b.numpy() + np.exp(z))[:, None] * a.numpy()
+    np.testing.assert_allclose(jx.numpy(), dz, rtol=1e-13)
+    np.testing.assert_allclose(jb.numpy(), np.maximum(np.sin(z), 0.0), rtol=1e-13)
+    xb = tg.constant(rng.normal(size=(4, 2)))
+    w = tg.constant(rng.normal(size=(2, 5)))
+    with tg.GradientTape() as tape:
+        tape.watch(xb)
+        yb = tg.tanh(xb @ w)
+    jb = tape.batch_jacobian(yb, xb)  # 2 forward sweeps instead of 5 reverse passes
+    t = np.tanh(xb.numpy() @ w.numpy())
+    np.testing.assert_allclose(jb.numpy(), (1 - t ** 2)[:, :, None] * w.numpy().T[None],
+                               rtol=1e-13)
+
+
+def test_forward_mode_jacobian_is_differentiable_and_hooks_keep_reverse_mode():
+    rng = np.random.default_rng(5)
+    a = tg.constant(rng.normal(size=(6, 2)))
+    x = tg.constant(rng.normal(size=2))
+    with tg.GradientTape() as outer:
+        outer.watch(x)
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = tg.sin(a @ x)
+        s = tg.sum(tape.jacobian(y, x))  # sum_ij cos(a_i x) a_ij
+    a0, x0 = a.numpy(), x.numpy()
+    want = -a0.T @ (np.sin(a0 @ x0) * a0.sum(axis=1))
+    np.testing.assert_allclose(outer.gradient(s, x).numpy(), want, rtol=1e-12)
+    with tg.GradientTape() as tape:  # a gradient hook acts on reverse passes: rows are kept
+        tape.watch(x)
+        h = a @ x
+        h.register_hook(lambda g: g * 2.0)
+        y = tg.sin(h)
+    np.testing.assert_allclose(tape.jacobian(y, x).numpy(),
+                               2 * np.cos(a0 @ x0)[:, None] * a0, rtol=1e-13)
