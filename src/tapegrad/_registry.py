@@ -32,7 +32,8 @@ class OpDef:
 
     ``type``, ``forward`` (on backend arrays; ``None`` for a type that only has a gradient so
     far), ``grad``, ``reads`` (what ``grad`` reads of a record, a bit set: 1 inputs, 2
-    outputs), ``differentiable``, ``surrogate``, ``samples``, ``public`` (the op function),
+    outputs), ``differentiable``, ``surrogate``, ``jvp`` (the forward-mode rule, or None),
+    ``samples``, ``public`` (the op function),
     ``params``/``arity`` (from the forward's signature).
     """
 
