@@ -101,7 +101,7 @@ class ForwardAccumulator:
         k = saved.index(self) if self in saved else len(saved)
         state.tapes = [t for t in saved[:k] if not (t is self)]  # inner accumulators pause
         try:
-            outs_t = _output_tangents(opdef, args, attrs, outs, ins)
+            outs_t = _tangents(view_of(opdef, args, attrs, outs)._op, ins, True)
         finally:
             state.tapes = saved
         for o, t in zip(outs, outs_t):
@@ -109,16 +109,10 @@ class ForwardAccumulator:
                 tangents[o._id] = t
 
 
-def _output_tangents(opdef, args, attrs, outs, ins) -> list:
-    """One tangent (or None) per output of an op that ran, from its JVP rule or its
-    transposed VJP."""
-    return _tangents(view_of(opdef, args, attrs, outs)._op, ins, True)
-
-
 def _recorded_tangents(op, ins) -> list:
-    """The same for an op recorded on a tape (``GradientTape.jacobian`` in forward mode). A
-    JVP rule may read any input or output, so a record that dropped one (it keeps only what
-    the gradient reads) takes the transposed VJP, which reads only that."""
+    """The output tangents of an op recorded on a tape (``GradientTape.jacobian`` in forward
+    mode). A JVP rule may read any input or output, so a record that dropped one (it keeps
+    only what the gradient reads) takes the transposed VJP, which reads only that."""
     whole = not any(type(v) is Dropped for v in (*op.inputs, *op.outputs))
     return _tangents(op, ins, whole)
 
@@ -127,8 +121,8 @@ _tape.linearize = _recorded_tangents
 
 
 def _tangents(op, ins, use_rule) -> list:
-    """The output tangents of the record ``op``: its JVP rule's (if ``use_rule``), else the
-    transposed VJP."""
+    """One tangent (or None) per output of the record ``op``: its JVP rule's (if
+    ``use_rule``), else the transposed VJP's."""
     outs = op.outputs
     rule = getattr(op._gdef, "jvp", None) if use_rule else None  # custom_gradient: none
     res = NotImplemented if rule is None else rule(op, *ins)
