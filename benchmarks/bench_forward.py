@@ -7,6 +7,8 @@ Run ``python benchmarks/bench_forward.py [--quick]``. Nothing is asserted.
   nested tapes), against tapegrad's own gradient and a hand-written NumPy HVP.
 * W1 JVP: the 200-op chain of ``bench_overhead.py`` in forward mode (one ForwardAccumulator),
   per-op overhead over the NumPy forward, against the reverse pass's.
+* Tall Jacobian: ``GradientTape.jacobian`` of ``tanh(A x)``, A of shape (1000, 10): forward
+  columns (10 sweeps, its choice) against reverse rows (1000 passes, the hook turned off).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import timeit
 import numpy as np
 
 import tapegrad as tg
+from tapegrad import _tape
 from bench_overhead import N_OPS, chain, chain_numpy, chain_tapegrad
 
 
@@ -81,6 +84,28 @@ def w1_jvp(number, repeat):
     return {"jvp": (t_jvp - t_fwd_np) / N_OPS * 1e6, "reverse": (t_rev - t_np) / N_OPS * 1e6}
 
 
+def tall_jacobian(number, repeat, m=1000, n=10):
+    """Times (seconds) of a tall Jacobian by forward columns and by reverse rows."""
+    rng = np.random.default_rng(0)
+    a, x = tg.constant(rng.normal(size=(m, n))), tg.constant(rng.normal(size=n))
+
+    def jac():
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = tg.tanh(a @ x)
+        return tape.jacobian(y, x)
+
+    def rows():
+        saved, _tape.linearize = _tape.linearize, None  # reverse rows only
+        try:
+            return jac()
+        finally:
+            _tape.linearize = saved
+
+    np.testing.assert_allclose(jac().numpy(), rows().numpy(), rtol=1e-12)
+    return {"columns": _median(jac, number, repeat), "rows": _median(rows, number, repeat)}
+
+
 def main(argv=None):
     """Print the table; return the figures."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -89,6 +114,7 @@ def main(argv=None):
     reps = 3 if args.quick else 7
     t = w4(3 if args.quick else 10, reps)
     o = w1_jvp(5 if args.quick else 30, reps)
+    j = tall_jacobian(1 if args.quick else 3, reps)
     rows = [
         ("W4 gradient (ms)", t["gradient"] * 1e3, ""),
         ("W4 HVP forward over reverse (ms)", t["hvp fwd-over-rev"] * 1e3, ""),
@@ -98,6 +124,9 @@ def main(argv=None):
         ("W4 fwd-over-rev HVP / NumPy HVP", t["hvp fwd-over-rev"] / t["hvp numpy"], "<= 2"),
         ("W1 JVP overhead per op (us)", o["jvp"], "<= reverse's"),
         ("W1 reverse overhead per op (us)", o["reverse"], ""),
+        ("tall Jacobian, forward columns (ms)", j["columns"] * 1e3, ""),
+        ("tall Jacobian, reverse rows (ms)", j["rows"] * 1e3, ""),
+        ("tall Jacobian rows / columns", j["rows"] / j["columns"], ""),
     ]
     print(f"{'measurement':40s} {'value':>10s}   target")
     print("-" * 64)

@@ -7,22 +7,46 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from test_registry_gradients import _SYMMETRIC_INPUT, _cases
+from test_registry_gradients import _SYMMETRIC_INPUT, _cases, _is_builtin
 
 _ZERO = tg.UnconnectedGradients.ZERO
 
 
 def _floating(ys):
     ys = list(ys) if isinstance(ys, (tuple, list)) else [ys]
-    return [y for y in ys if y.dtype.kind == "f"]
+    return [y for y in ys if y.dtype.kind in "fc"]
 
 
 def _flat(ts):
-    return np.concatenate([np.ravel(t.numpy()) for t in ts]) if ts else np.zeros(0)
+    """Tensors flattened into one float64 vector; complex ones as (real, imaginary) pairs."""
+    parts = [np.asarray(t.numpy()) for t in ts]
+    return np.concatenate([np.ravel(p.view(p.real.dtype) if p.dtype.kind == "c" else p)
+                           for p in parts]) if parts else np.zeros(0)
+
+
+# Built-in differentiable op types without a JVP rule, which take the transposed VJP (the
+# "double VJP", tapegrad.forward) -- each with the reason. Keep in step with the forward-mode
+# section of docs/architecture.md.
+JVP_FALLBACK = {
+    "DigitsElu": "the digits example's op shows a user op with a gradient and no JVP rule",
+}
+
+
+def test_every_builtin_differentiable_op_has_a_jvp_rule():
+    missing = sorted(name for name, opdef in tg.registered_ops().items()
+                     if opdef.differentiable and opdef.defined and _is_builtin(opdef)
+                     and opdef.jvp is None and name not in JVP_FALLBACK)
+    assert not missing, (
+        f"built-in op types without a JVP rule: {', '.join(missing)}; declare one with "
+        "@RegisterJVP beside the op's gradient (linear ops: RegisterJVP(op_type)(linear_jvp)), "
+        "or add the op to JVP_FALLBACK here and to docs/architecture.md with the reason")
+    stale = sorted(name for name in JVP_FALLBACK if tg.registered_ops()[name].jvp is not None)
+    assert not stale, f"JVP_FALLBACK lists op types that have a JVP rule: {stale}"
 
 
 @pytest.mark.parametrize("op_type, index", [c for c in _cases() if c.values[1] is not None])
-def test_every_primitive_jvp_matches_differences_to_second_order(op_type, index):
+def test_every_primitive_jvp_matches_differences_and_the_vjp_to_second_order(
+        op_type, index, monkeypatch):
     opdef = tg.registered_ops()[op_type]
     rng = np.random.default_rng([zlib.crc32(op_type.encode()), index, 1])
     args, attrs, positions = opdef.samples[index].materialize(rng)
@@ -32,6 +56,17 @@ def test_every_primitive_jvp_matches_differences_to_second_order(op_type, index)
         for p, x in zip(positions, xs):
             full[p] = (x + tg.matrix_transpose(x)) / 2.0 if op_type in _SYMMETRIC_INPUT else x
         return _floating(opdef.public(*full, **attrs))
+
+    # the op's own rule must give its tangents (the fallback only for JVP_FALLBACK ops)
+    rule, used = opdef.jvp, []
+    if rule is not None:
+        def spy(op, *tangents):
+            out = rule(op, *tangents)
+            if op.type == op_type:
+                used.append(out is not NotImplemented)
+            return out
+
+        monkeypatch.setattr(opdef, "jvp", spy)
 
     xs = [np.asarray(args[p], dtype=np.float64) for p in positions]
     vs = [rng.uniform(-1.0, 1.0, size=x.shape) for x in xs]
@@ -47,12 +82,34 @@ def test_every_primitive_jvp_matches_differences_to_second_order(op_type, index)
             return _flat(first)
         return _flat(outer.jvp(first, unconnected_gradients=_ZERO))
 
-    low = any(y.dtype.itemsize < 8 for y in f(*map(tg.constant, xs)))  # e.g. Cast to float32
+    low = any(y.dtype.itemsize < 8 * (1 + (y.dtype.kind == "c"))
+              for y in f(*map(tg.constant, xs)))  # e.g. Cast to float32
     eps, tol, eps2, tol2 = (1e-2, 1e-2, 1e-1, 5e-2) if low else (1e-6, 1e-5, 1e-4, 1e-4)
     plus = [x + eps * v for x, v in zip(xs, vs)]
     minus = [x - eps * v for x, v in zip(xs, vs)]
     numeric1 = (_flat(f(*map(tg.constant, plus))) - _flat(f(*map(tg.constant, minus)))) / (2 * eps)
-    np.testing.assert_allclose(jvp_at(xs, 1), numeric1, rtol=tol, atol=tol)
+    jv = jvp_at(xs, 1)
+    np.testing.assert_allclose(jv, numeric1, rtol=tol, atol=tol)
+    if opdef.jvp is not None:
+        assert used and all(used), f"{op_type}'s JVP rule was not used (NotImplemented)"
+    # <u, J v> (forward mode) == <J^T u, v> (reverse mode)
+    u = rng.uniform(-1.0, 1.0, size=jv.shape)
+    ts = [tg.constant(x) for x in xs]
+    with tg.GradientTape() as tape:
+        tape.watch(ts)
+        ys = f(*ts)
+    us, start = [], 0
+    for y in ys:
+        n = y.size * (2 if y.dtype.kind == "c" else 1)
+        piece = u[start:start + n]
+        if y.dtype.kind == "c":
+            piece = piece[0::2] + 1j * piece[1::2]
+        us.append(tg.constant(piece.reshape(y.shape).astype(y.dtype)))
+        start += n
+    if ys:
+        gs = tape.gradient(ys, ts, output_gradients=us, unconnected_gradients=_ZERO)
+        rev = sum(float(np.sum(g.numpy() * v)) for g, v in zip(gs, vs))
+        np.testing.assert_allclose(float(u @ jv), rev, rtol=tol, atol=tol)
     plus2 = [x + eps2 * v for x, v in zip(xs, vs)]
     minus2 = [x - eps2 * v for x, v in zip(xs, vs)]
     numeric2 = (jvp_at(plus2, 1) - jvp_at(minus2, 1)) / (2 * eps2)
@@ -242,3 +299,107 @@ def test_accumulator_misuse_and_a_jvp_rule_of_the_wrong_count_raise():
                                                            r"tangent\(s\) for 1 output"):
         with tg.ForwardAccumulator(x, tg.constant([1.0])):
             bad(x)
+
+
+# --- GradientTape.jacobian: columns by forward mode when the source is the smaller ---------------
+@tg.primitive("ForwardTestSquare")
+def _square(x):
+    return x * x
+
+
+@tg.RegisterGradient("ForwardTestSquare")
+def _square_grad(op, dy):
+    _square.calls["grad"] += 1
+    return dy * 2.0 * op.inputs[0]
+
+
+@tg.RegisterJVP("ForwardTestSquare")
+def _square_jvp(op, t):
+    _square.calls["jvp"] += 1
+    return t * 2.0 * op.inputs[0]
+
+
+def _rows(f, x, n):
+    """The reverse method: one tape.gradient per target element, with a one-hot cotangent."""
+    rows = []
+    for k in range(n):
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = f(x)
+        rows.append(tape.gradient(y, x, output_gradients=tg.constant(np.eye(n)[k].reshape(
+            y.shape))).numpy())
+    return np.stack(rows).reshape(tuple(y.shape) + tuple(x.shape))
+
+
+@pytest.mark.parametrize("shape_a", [(12, 3), (3, 12)])  # tall (forward), wide (reverse)
+def test_jacobian_chooses_forward_mode_for_tall_targets_with_the_same_values(shape_a):
+    rng = np.random.default_rng(3)
+    a = tg.constant(rng.normal(size=shape_a))
+    x = tg.constant(rng.normal(size=shape_a[1]))
+
+    def f(x):  # a built-in chain, a custom rule (surrogate) and an op with counted rules
+        return tg.tanh(a @ _square(x)) + _straight_round(a @ x) * tg.sum(x)
+
+    _square.calls = {"grad": 0, "jvp": 0}
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        y = f(x)
+    j = tape.jacobian(y, x)
+    m, n = shape_a
+    if m > n:  # one forward sweep per source element, no reverse pass
+        assert _square.calls == {"grad": 0, "jvp": n}
+    else:  # one reverse pass per target element
+        assert _square.calls == {"grad": m, "jvp": 0}
+    want = _rows(f, x, m)
+    np.testing.assert_allclose(j.numpy(), want, rtol=1e-13, atol=1e-13)
+    # by hand: the surrogate's Jacobian is half the identity
+    x0, a0 = x.numpy(), a.numpy()
+    hand = ((1 - np.tanh(a0 @ x0 ** 2) ** 2)[:, None] * a0 * 2 * x0
+            + 0.5 * a0 * np.sum(x0) + np.round(a0 @ x0)[:, None])
+    np.testing.assert_allclose(j.numpy(), hand, rtol=1e-12)
+
+
+def test_forward_mode_jacobians_of_several_sources_batches_and_dropped_records(monkeypatch):
+    monkeypatch.setattr(tg._records, "DROP_MIN_BYTES", 0)  # records keep what gradients read
+    rng = np.random.default_rng(4)
+    a = tg.constant(rng.normal(size=(10, 2)))
+    x, b = tg.constant(rng.normal(size=2)), tg.constant(rng.normal(size=()))
+    with tg.GradientTape(persistent=True) as tape:
+        tape.watch([x, b])
+        y = tg.nn.relu(tg.sin(a @ x)) * b + tg.exp(a @ x)
+    jx, jb = tape.jacobian(y, [x, b])
+    z = a.numpy() @ x.numpy()
+    dz = (np.cos(z) * (np.sin(z) > 0) * b.numpy() + np.exp(z))[:, None] * a.numpy()
+    np.testing.assert_allclose(jx.numpy(), dz, rtol=1e-13)
+    np.testing.assert_allclose(jb.numpy(), np.maximum(np.sin(z), 0.0), rtol=1e-13)
+    xb = tg.constant(rng.normal(size=(4, 2)))
+    w = tg.constant(rng.normal(size=(2, 5)))
+    with tg.GradientTape() as tape:
+        tape.watch(xb)
+        yb = tg.tanh(xb @ w)
+    jb = tape.batch_jacobian(yb, xb)  # 2 forward sweeps instead of 5 reverse passes
+    t = np.tanh(xb.numpy() @ w.numpy())
+    np.testing.assert_allclose(jb.numpy(), (1 - t ** 2)[:, :, None] * w.numpy().T[None],
+                               rtol=1e-13)
+
+
+def test_forward_mode_jacobian_is_differentiable_and_hooks_keep_reverse_mode():
+    rng = np.random.default_rng(5)
+    a = tg.constant(rng.normal(size=(6, 2)))
+    x = tg.constant(rng.normal(size=2))
+    with tg.GradientTape() as outer:
+        outer.watch(x)
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = tg.sin(a @ x)
+        s = tg.sum(tape.jacobian(y, x))  # sum_ij cos(a_i x) a_ij
+    a0, x0 = a.numpy(), x.numpy()
+    want = -a0.T @ (np.sin(a0 @ x0) * a0.sum(axis=1))
+    np.testing.assert_allclose(outer.gradient(s, x).numpy(), want, rtol=1e-12)
+    with tg.GradientTape() as tape:  # a gradient hook acts on reverse passes: rows are kept
+        tape.watch(x)
+        h = a @ x
+        h.register_hook(lambda g: g * 2.0)
+        y = tg.sin(h)
+    np.testing.assert_allclose(tape.jacobian(y, x).numpy(),
+                               2 * np.cos(a0 @ x0)[:, None] * a0, rtol=1e-13)

@@ -16,7 +16,7 @@ import types
 
 import numpy as np
 
-from . import _backend, _records
+from . import _backend, _records, _structural
 from ._records import READS, record
 from ._samples import Arg, Sample  # noqa: F401 - op modules declare samples through here
 from ._tensor import _SCALARS, Tensor, _raw, _wrap
@@ -32,7 +32,8 @@ class OpDef:
 
     ``type``, ``forward`` (on backend arrays; ``None`` for a type that only has a gradient so
     far), ``grad``, ``reads`` (what ``grad`` reads of a record, a bit set: 1 inputs, 2
-    outputs), ``differentiable``, ``surrogate``, ``samples``, ``public`` (the op function),
+    outputs), ``differentiable``, ``surrogate``, ``jvp`` (the forward-mode rule, or None),
+    ``samples``, ``public`` (the op function),
     ``params``/``arity`` (from the forward's signature).
     """
 
@@ -341,10 +342,22 @@ def RegisterJVP(op_type: str):  # noqa: N802 - the forward-mode twin of Register
     return decorate
 
 
-def linear_jvp(op, tangent, *rest):
-    """The JVP rule of an op linear in its first input (and constant in the others): the op
-    itself applied to the tangent, with the same other inputs and attributes."""
-    return op._opdef.public(tangent, *op.inputs[1:], **op.attrs)
+def linear_jvp(op, *tangents):
+    """The JVP rule of an op linear in its floating inputs jointly (reshape, sum, concat, fft,
+    indexing, ``where``'s two branches): the op itself applied to the tangents, with the same
+    attributes and the same non-floating inputs (indices, conditions); a floating input without
+    a tangent counts as zero. The derivative of a linear map is the map itself."""
+    if len(tangents) == 1:
+        return op._opdef.public(tangents[0], **op.attrs)
+    args = []
+    for x, t in zip(op.inputs, tangents):
+        if t is None:
+            if isinstance(x, Tensor):
+                t = _structural.ops.zeros_like(x) if x.dtype.kind in "fc" else x
+            else:  # a Python scalar: zero if it is a float, else a constant (an int, a bool)
+                t = type(x)(0) if isinstance(x, (float, complex)) else x
+        args.append(t)
+    return op._opdef.public(*args, **op.attrs)
 
 
 def no_gradient(op_type: str) -> None:

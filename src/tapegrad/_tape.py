@@ -25,6 +25,12 @@ from ._views import OperationView
 from .errors import NotDifferentiableError, describe_fn
 
 
+# Set by tapegrad.forward (a layer above): ``linearize(op, tangents)`` gives the output tangents
+# of a recorded op from its inputs' tangents (its JVP rule, or its transposed VJP). With it,
+# ``jacobian`` and ``batch_jacobian`` compute by forward mode when that takes fewer passes.
+linearize = None
+
+
 class UnconnectedGradients(enum.Enum):
     """What ``gradient`` returns for a source not connected to the target: ``None`` or zeros."""
 
@@ -203,17 +209,32 @@ class GradientTape:
                  parallel_iterations=None, experimental_use_pfor=True):
         """Jacobian of ``target`` (shape ``T``) with respect to each source (shape ``S``).
 
-        Returns a Tensor of shape ``T + S`` per source, in the structure of ``sources``; built
-        row by row with one reverse pass per element of ``target``, using tapegrad ops, so an
-        outer tape can differentiate it again (Hessians). ``parallel_iterations`` and
-        ``experimental_use_pfor`` are TensorFlow's keywords, accepted and ignored (the rows are
-        always computed one after another). Same errors as :meth:`gradient`.
+        Returns a Tensor of shape ``T + S`` per source, in the structure of ``sources``. As
+        ``jax.jacrev`` / ``jax.jacfwd`` choose: with fewer source elements than target
+        elements (a tall Jacobian) it is built column by column, one forward-mode sweep over
+        the recorded ops per source element (each op's JVP rule, or its transposed VJP;
+        ``tapegrad.forward``); otherwise row by row, one reverse pass per target element. Both
+        use tapegrad ops, so an outer tape can differentiate the result again (Hessians), and
+        give the same values. Gradient hooks (``register_hook``) act on reverse passes only, so
+        a tape whose tensors have hooks always takes rows. ``parallel_iterations`` and
+        ``experimental_use_pfor`` are TensorFlow's keywords, accepted and ignored (the passes
+        are always computed one after another). Same errors as :meth:`gradient`.
         """
         unconnected = self._start_jacobian("jacobian", unconnected_gradients)
         if not isinstance(target, Tensor):
             raise TypeError("GradientTape.jacobian: target must be a single Tensor")
         flat_sources = _flatten(sources)
         n = target.size
+        if self._forward_is_cheaper(target, flat_sources, sum(s.size for s in flat_sources)):
+            out = []
+            for s in flat_sources:
+                xp = _backend.namespace(s._value)
+                onehots = (xp.reshape(xp.eye(1, s.size, k=k, dtype=s._value.dtype), s.shape)
+                           for k in range(s.size))
+                cols = self._columns(target, onehots, s)
+                out.append(_jacobian_of(cols, -1, target.shape + s.shape, s.dtype, unconnected))
+            self._finish_jacobian()
+            return _unflatten(sources, iter(out))
         xp = _backend.namespace(target._value)
         onehots = (xp.reshape(xp.eye(1, n, k=k, dtype=target._value.dtype), target.shape)
                    for k in range(n))
@@ -233,7 +254,9 @@ class GradientTape:
         TensorFlow, ``target[b]`` must depend on ``source[b]`` only (examples independent):
         this is not checked; the rows are computed with one reverse pass per element of ``T``
         (the gradient of ``sum_b target[b, i]`` gives all ``B`` rows of column ``i`` at once),
-        so a dependence across examples is summed in silently. The passes use tapegrad ops,
+        or, when ``S`` has fewer elements than ``T``, the columns with one forward-mode sweep
+        per element of ``S`` (its tangent one-hot in ``S`` and ones across the batch), as
+        :meth:`jacobian` chooses; so a dependence across examples is summed in silently. The passes use tapegrad ops,
         so an outer tape can differentiate the result again. ``parallel_iterations`` and
         ``experimental_use_pfor`` are accepted and ignored. A source not connected to the
         target gives ``None`` (or zeros with ``unconnected_gradients="zero"``).
@@ -258,6 +281,17 @@ class GradientTape:
         if not _is_float(target):
             raise TypeError(f"GradientTape.batch_jacobian: the target has dtype {target.dtype}; "
                             "only floating targets have Jacobians")
+        shape = target.shape + source.shape[1:]
+        m = math.prod(source.shape[1:])
+        if self._forward_is_cheaper(target, [source], source.shape[0] * m):
+            xp = _backend.namespace(source._value)
+            dtype = source._value.dtype
+            ones = xp.ones((source.shape[0], 1), dtype=dtype)
+            tangents = (xp.reshape(ones * xp.eye(1, m, k=k, dtype=dtype), source.shape)
+                        for k in range(m))
+            cols = self._columns(target, tangents, source)
+            self._finish_jacobian()
+            return _jacobian_of(cols, -1, shape, source.dtype, unconnected)
         m = math.prod(target.shape[1:])
         xp = _backend.namespace(target._value)
         dtype = target._value.dtype
@@ -266,7 +300,7 @@ class GradientTape:
                    for k in range(m))
         rows, = self._rows(target, columns, [source], unconnected)
         self._finish_jacobian()
-        return _jacobian_of(rows, 1, target.shape + source.shape[1:], source.dtype, unconnected)
+        return _jacobian_of(rows, 1, shape, source.dtype, unconnected)
 
     def _start_jacobian(self, what, unconnected_gradients):
         self._check_usable(what)
@@ -290,6 +324,40 @@ class GradientTape:
         return [None if r and all(g is None for g in r) else
                 [ops.zeros_like(s) if g is None else g for g in r]
                 for s, r in zip(sources, rows)]
+
+    def _forward_is_cheaper(self, target, sources, n_source) -> bool:
+        """Forward mode (columns) for fewer source than target elements, where it gives what
+        the reverse passes give: real floating target and sources, no gradient hooks."""
+        if linearize is None or HOOKS or n_source >= target.size:
+            return False
+        return all(_is_float(t) and t.dtype.kind != "c" for t in (target, *sources))
+
+    def _columns(self, target, tangents, source):
+        """One forward sweep per tangent (a backend array of ``source``'s shape): the tangents
+        of the recorded ops' outputs in recording order, by ``linearize``. The list of the
+        target's tangents, cast to the source's dtype (zeros where a sweep did not reach it),
+        or ``None`` if no sweep reached it."""
+        reach = {source._id} & self._watched
+        active = []
+        for op in list(self._ops):
+            if not reach.isdisjoint(op._in_ids) and op._gdef.differentiable:
+                active.append(op)
+                reach.update(op._float_out)
+        if target._id not in reach:
+            return None
+        cols = []
+        for v in tangents:
+            known = {source._id: Tensor(v)}
+            for op in active:
+                ins = [known.get(i) for i in op._in_ids]
+                if any(t is not None for t in ins):
+                    for i, t in zip(op._out_ids, linearize(op, ins)):
+                        if t is not None:
+                            known[i] = t
+            t = known.get(target._id)
+            t = ops.zeros_like(target) if t is None else t
+            cols.append(t if t.dtype == source.dtype else ops.astype(t, source.dtype))
+        return cols
 
     def _check_usable(self, what):
         if not self._entered:

@@ -16,10 +16,11 @@ accumulators.
 """
 from __future__ import annotations
 
-from . import _records
-from ._tape import GradientTape, UnconnectedGradients, _flatten, _unflatten
+from . import _records, _tape
+from ._records import Dropped
+from ._tape import GradientTape, UnconnectedGradients, _flatten, _unflatten, _zeros_for
 from ._tensor import Tensor, convert_to_tensor
-from ._views import view_of
+from ._views import OperationView, view_of
 from .errors import GradientShapeError, describe_fn
 from .ops import arange, astype, reshape, stack, zeros, zeros_like
 from .ops import sum as _sum
@@ -100,7 +101,7 @@ class ForwardAccumulator:
         k = saved.index(self) if self in saved else len(saved)
         state.tapes = [t for t in saved[:k] if not (t is self)]  # inner accumulators pause
         try:
-            outs_t = _output_tangents(opdef, args, attrs, outs, ins)
+            outs_t = _tangents(view_of(opdef, args, attrs, outs)._op, ins, True)
         finally:
             state.tapes = saved
         for o, t in zip(outs, outs_t):
@@ -108,24 +109,36 @@ class ForwardAccumulator:
                 tangents[o._id] = t
 
 
-def _output_tangents(opdef, args, attrs, outs, ins) -> list:
-    """One tangent (or None) per output of an op, from its JVP rule or its transposed VJP."""
-    op = view_of(opdef, args, attrs, outs)
-    rule = getattr(op._op._gdef, "jvp", None)  # custom_gradient calls: transposed VJP
-    res = NotImplemented if rule is None else rule(op._op, *ins)
+def _recorded_tangents(op, ins) -> list:
+    """The output tangents of an op recorded on a tape (``GradientTape.jacobian`` in forward
+    mode). A JVP rule may read any input or output, so a record that dropped one (it keeps
+    only what the gradient reads) takes the transposed VJP, which reads only that."""
+    whole = not any(type(v) is Dropped for v in (*op.inputs, *op.outputs))
+    return _tangents(op, ins, whole)
+
+
+_tape.linearize = _recorded_tangents
+
+
+def _tangents(op, ins, use_rule) -> list:
+    """One tangent (or None) per output of the record ``op``: its JVP rule's (if
+    ``use_rule``), else the transposed VJP's."""
+    outs = op.outputs
+    rule = getattr(op._gdef, "jvp", None) if use_rule else None  # custom_gradient: none
+    res = NotImplemented if rule is None else rule(op, *ins)
     if res is not NotImplemented:
         res = list(res) if isinstance(res, (tuple, list)) else [res]
         if len(res) != len(outs):
             raise GradientShapeError(
-                f"the JVP rule {describe_fn(rule)} of op type {op.gradient_type!r} returned "
+                f"the JVP rule {describe_fn(rule)} of op type {op._gdef.type!r} returned "
                 f"{len(res)} tangent(s) for {len(outs)} output(s); return one per output")
         return res
-    floating = [k for k, o in enumerate(outs) if o.dtype.kind in "fc"]
-    us = [zeros_like(o) for o in outs]
+    floating = [k for k, i in enumerate(op._out_ids) if i in op._float_out]
+    us = [_zeros_for(o) for o in outs]
     needed = [k for k, t in enumerate(ins) if t is not None]
     with GradientTape() as tape:
         tape.watch([us[k] for k in floating])
-        gs = op.gradient(*us, needed=needed)
+        gs = OperationView(op).gradient(*us, needed=needed)
         terms = [_sum(gs[k] * _cast(ins[k], gs[k])) for k in needed if gs[k] is not None]
         if not terms:
             return [None] * len(outs)

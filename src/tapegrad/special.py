@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from ._backend import namespace as _ns
-from ._registry import Arg, RegisterGradient, Sample, primitive
+from ._registry import Arg, RegisterGradient, RegisterJVP, Sample, primitive
 from .ops import exp, reshape
+from .ops import sum as _sum
 from .ops.reductions import _kept_shape, _reduction_error
 
 
@@ -30,6 +31,15 @@ def _logsumexp_grad(op, dy):
     x = op.inputs[0]
     kept = _kept_shape(x.shape, op.attrs.get("axis"))
     return reshape(dy, kept) * exp(x - reshape(op.outputs[0], kept))
+
+
+@RegisterJVP("LogSumExp")
+def _logsumexp_jvp(op, t):
+    # d logsumexp(x) = sum_i softmax(x)_i dx_i over the reduced axes (the gradient's weights)
+    x = op.inputs[0]
+    axis = op.attrs.get("axis")
+    w = exp(x - reshape(op.outputs[0], _kept_shape(x.shape, axis)))
+    return _sum(w * t, axis=axis, keepdims=op.attrs.get("keepdims", False))
 
 
 def logsumexp(x, /, *, axis=None, keepdims=False):

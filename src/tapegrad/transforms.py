@@ -279,8 +279,9 @@ def jacrev(f, argnums=0, has_aux=False):
     block has shape ``T + S`` and the input's dtype; the result has ``f``'s output structure,
     each output leaf replaced by the structure of argument ``argnums`` (an int) or by a
     tuple of such trees (a tuple of ints), as in JAX. Built with ``GradientTape.jacobian``:
-    one reverse pass per output element; differentiable again (``jacrev(jacrev(f))`` is the
-    Hessian).
+    one reverse pass per output element (or, when the inputs have fewer elements than an
+    output, one forward sweep over the recorded ops per input element: the same values, fewer
+    passes); differentiable again (``jacrev(jacrev(f))`` is the Hessian).
 
     Raises ``TypeError`` if an output leaf or a differentiated input leaf is not floating, or
     as :func:`value_and_grad` for ``argnums`` and ``has_aux``.

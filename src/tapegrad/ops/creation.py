@@ -17,7 +17,7 @@ from __future__ import annotations
 from .._backend import default_namespace as _default_namespace
 from .._backend import namespace as _ns
 from .._backend import xp_dtype as _xp_dtype
-from .._registry import RegisterGradient, Sample, primitive
+from .._registry import RegisterGradient, RegisterJVP, Sample, linear_jvp, primitive
 from .._tensor import Tensor
 from .dtypes import namespace_of as _namespace_of
 
@@ -160,6 +160,9 @@ def _tril(x, *, k=0):
     return _ns(x).tril(x, k=k)
 
 
+RegisterJVP("Tril")(linear_jvp)
+
+
 @RegisterGradient("Tril")
 def _tril_grad(op, dy):
     return tril(dy, k=op.attrs.get("k", 0))  # a linear mask: the cotangent masked the same way
@@ -169,6 +172,9 @@ def _tril_grad(op, dy):
 def _triu(x, *, k=0):
     _check_matrix("triu", x)
     return _ns(x).triu(x, k=k)
+
+
+RegisterJVP("Triu")(linear_jvp)
 
 
 @RegisterGradient("Triu")

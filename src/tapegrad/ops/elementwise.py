@@ -342,6 +342,9 @@ def where(condition, x1, x2, /):
     return _ns(x1, x2, condition).where(condition, x1, x2)
 
 
+RegisterJVP("Where")(linear_jvp)  # linear in (x1, x2) jointly for a fixed condition
+
+
 @RegisterGradient("Where")
 def _where_grad(op, dy):
     c = op.inputs[0]
@@ -373,6 +376,20 @@ def _clip_grad(op, dy):
     return inside, dlo, dhi
 
 
+@RegisterJVP("Clip")
+def _clip_jvp(op, tx, tlo, thi):
+    # the tangent of the input the forward selects, minimum(maximum(x, lo), hi): hi where x > hi,
+    # else lo where x < lo, else x
+    x, lo, hi = op.inputs
+    y = op.outputs[0]
+    t = tx  # None stands for zero
+    if lo is not None and not (t is None and tlo is None):
+        t = where(x < lo, 0.0 if tlo is None else tlo, 0.0 if t is None else t)
+    if hi is not None and not (t is None and thi is None):
+        t = where(x > hi, 0.0 if thi is None else thi, 0.0 if t is None else t)
+    return t if t.shape == y.shape else broadcast_to(t, y.shape)
+
+
 def clip(x, /, min=None, max=None):  # noqa: A002 - Array API names
     """Clamp ``x`` to ``[min, max]`` (each a scalar, a broadcastable tensor, or None).
 
@@ -396,6 +413,13 @@ def _cast_grad(op, dy):
     if _is_complex(dy) and not _is_complex(x):
         dy = real(dy)  # real -> complex: the gradient of the real input is the real part
     return astype(dy, x.dtype)
+
+
+@RegisterJVP("Cast")
+def _cast_jvp(op, t):
+    # linear: the tangent cast the same way; none for an integer or boolean result
+    y = op.outputs[0]
+    return _cast(t, dtype=y.dtype) if _is_floating_dtype(y.dtype) else None
 
 
 def _is_floating_dtype(dtype):

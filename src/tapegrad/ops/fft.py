@@ -39,7 +39,7 @@ import operator
 import numpy as _np
 
 from .._backend import namespace as _ns
-from .._registry import RegisterGradient, Sample, primitive
+from .._registry import RegisterGradient, RegisterJVP, Sample, linear_jvp, primitive
 from .._tensor import Tensor, constant
 from .elementwise import real
 from .manipulation import _shape, concat
@@ -310,6 +310,7 @@ def _define(name):
     make = _forward_nd if name.endswith("n") else _forward_1d
     prim = primitive(op_type, samples=_samples(name))(make(name))
     RegisterGradient(op_type)(_fft_grad)
+    RegisterJVP(op_type)(linear_jvp)  # every transform is (real-)linear: itself on the tangent
     _PRIMITIVES[name] = prim
     return prim
 
@@ -498,6 +499,10 @@ def _ifftshift(x, *, axes=None):
     if axes == () or not x.shape:
         return x
     return _ns(x).fft.ifftshift(x, axes=axes)
+
+
+RegisterJVP("FFTShift")(linear_jvp)
+RegisterJVP("IFFTShift")(linear_jvp)
 
 
 @RegisterGradient("FFTShift")

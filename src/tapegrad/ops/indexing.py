@@ -23,7 +23,7 @@ from .. import _records
 from .._backend import kernel as _kernel
 from .._backend import namespace as _ns
 from .._backend import register_kernel as _register_kernel
-from .._registry import RegisterGradient, Sample, primitive
+from .._registry import RegisterGradient, RegisterJVP, Sample, linear_jvp, primitive
 from .._tensor import Tensor, Variable
 from .creation import zeros_like
 from .elementwise import where
@@ -129,6 +129,9 @@ def _portable_key(x, key):
     return tuple(out)
 
 
+RegisterJVP("GetItem")(linear_jvp)
+
+
 @RegisterGradient("GetItem")
 def _getitem_grad(op, dy):
     # d x[key] / dx: scatter the cotangent back to the positions read, summing repeats
@@ -168,6 +171,9 @@ def getitem(x, key, /):
 def _scatter_add(values, *, shape, key):
     # zeros of ``shape`` with ``values`` added at ``key`` (repeats accumulate)
     return _kernel(_ns(values), "scatter_add")(tuple(shape), values.dtype, key, values)
+
+
+RegisterJVP("ScatterAdd")(linear_jvp)
 
 
 @RegisterGradient("ScatterAdd")
@@ -271,6 +277,11 @@ _scatter_update = primitive("TensorScatterUpdate", samples=[
     Sample((2, 3), (1, 3), key=(None, 1)), Sample((2, 3), (1, 3), key=1), Sample((), (), key=()),
     Sample((0, 3), (3,), key=(slice(None),)),
 ])(_update)
+
+
+# linear in (x, v) jointly: the tangent of x with the tangent of v stored at key (the same
+# element stored at repeated positions as in the forward)
+RegisterJVP("TensorScatterUpdate")(linear_jvp)
 
 
 @RegisterGradient("TensorScatterUpdate")

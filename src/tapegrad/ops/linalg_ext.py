@@ -34,13 +34,13 @@ from typing import NamedTuple
 
 from .._backend import namespace as _ns
 from .._backend import xp_dtype as _xp_dtype
-from .._registry import Arg, RegisterGradient, Sample, no_gradient, primitive
+from .._registry import Arg, RegisterGradient, RegisterJVP, Sample, linear_jvp, no_gradient, primitive
 from .._tensor import Tensor
 from .conversion import asarray
 from .creation import ones_like, zeros_like
 from .elementwise import abs as _abs
 from .elementwise import astype, sign, where
-from .products import matmul
+from .products import _bilinear_jvp, matmul
 from .manipulation import _shape, concat, expand_dims, matrix_transpose, reshape
 from .reductions import _kept_shape, _sum_to
 from .reductions import max as _max
@@ -204,6 +204,24 @@ def _cholesky_grad(op, dl):
     return _sym(_mT(_solve(lt, _mT(s))))  # (L^-T (L^-T P)^T)^T = L^-T P L^-1
 
 
+@RegisterJVP("Cholesky")
+def _cholesky_jvp(op, t):
+    # Murray 2016 (forward mode; Giles 2008): dL = L Phi(L^-1 dA L^-T), Phi the lower triangle
+    # with the diagonal halved, along the symmetric part of dA (the transpose of the gradient's
+    # symmetric rule)
+    _real_only("cholesky", op.inputs[0])
+    low = op.outputs[0]
+    upper = op.attrs.get("upper", False)
+    if upper:
+        low = _mT(low)
+    n = low.shape[-1]
+    phi = _const(low, lambda xp, dt: xp.tril(xp.ones((n, n), dtype=dt), k=-1)
+                 + 0.5 * xp.eye(n, dtype=dt))
+    inner = _solve(low, _mT(_solve(low, _sym(t))))  # L^-1 (L^-1 S)^T = L^-1 S L^-T, S = S^T
+    dl = matmul(low, inner * phi)
+    return _mT(dl) if upper else dl
+
+
 def cholesky(x, /, *, upper=False):
     """Cholesky factor of a symmetric positive-definite matrix (or stack), ``x = L L^T``.
 
@@ -239,6 +257,18 @@ def _det_grad(op, dy):
     return _as_mat(dy * op.outputs[0]) * _mT(inv(x))
 
 
+def _trace_of_solve(a, t):
+    """``tr(A^-1 dA)`` for stacks of square matrices: ``d log det A`` (Jacobi's formula)."""
+    return _trace(_solve(a, t))
+
+
+@RegisterJVP("Det")
+def _det_jvp(op, t):
+    # Jacobi's formula d det A = det A tr(A^-1 dA) (Giles 2008)
+    _real_only("det", op.inputs[0])
+    return op.outputs[0] * _trace_of_solve(op.inputs[0], t)
+
+
 def det(x, /):
     """Determinant of a square matrix (or a stack of them).
 
@@ -264,6 +294,13 @@ def _slogdet_grad(op, dsign, dlogabs):
     x = op.inputs[0]
     _real_only("slogdet", x)
     return _as_mat(dlogabs) * _mT(inv(x))
+
+
+@RegisterJVP("Slogdet")
+def _slogdet_jvp(op, t):
+    # d log|det A| = tr(A^-1 dA) (Giles 2008); the sign is piecewise constant
+    _real_only("slogdet", op.inputs[0])
+    return None, _trace_of_solve(op.inputs[0], t)
 
 
 def slogdet(x, /):
@@ -292,6 +329,14 @@ def _inv_grad(op, dy):
     _real_only("inv", op.inputs[0])
     yt = _mT(op.outputs[0])
     return -matmul(matmul(yt, dy), yt)
+
+
+@RegisterJVP("Inv")
+def _inv_jvp(op, t):
+    # d(A^-1) = -A^-1 dA A^-1 (Giles 2008)
+    _real_only("inv", op.inputs[0])
+    y = op.outputs[0]
+    return -matmul(matmul(y, t), y)
 
 
 def inv(x, /):
@@ -342,6 +387,23 @@ def _solve_grad(op, dx):
     return da, _sum_to(db, b.shape)
 
 
+@RegisterJVP("Solve")
+def _solve_jvp(op, ta, tb):
+    # X = A^-1 B: dX = A^-1 (dB - dA X) (Giles 2008). A 1-d B is one column.
+    a, b = op.inputs
+    _real_only("solve", a, b)
+    x = op.outputs[0]
+    vector = b.ndim == 1
+    if vector:  # as columns: (..., M, 1)
+        x = expand_dims(x, axis=-1)
+        tb = None if tb is None else expand_dims(tb, axis=-1)
+    rhs = None if ta is None else -matmul(ta, x)
+    if tb is not None:
+        rhs = tb if rhs is None else rhs + tb
+    dx = _solve(a, rhs)
+    return reshape(dx, dx.shape[:-1]) if vector else dx
+
+
 def solve(x1, x2, /):
     """Solve ``x1 @ x = x2`` for ``x`` (Array API ``linalg.solve``).
 
@@ -381,6 +443,16 @@ def _eigh_grad(op, dw, dv):
     return _sym(matmul(matmul(v, inner), _mT(v)))
 
 
+@RegisterJVP("Eigh")
+def _eigh_jvp(op, t):
+    # the perturbation formulas (Giles 2008), along the symmetric part S of dA:
+    # dw = diag(V^T S V), dV = V (F o V^T S V) with F_ij = 1 / (w_j - w_i), i != j
+    _real_only("eigh", op.inputs[0])
+    w, v = op.outputs
+    p = matmul(matmul(_mT(v), _sym(t)), v)
+    return _diagonal(p), matmul(v, _inverse_gaps(w) * p)
+
+
 def eigh(x, /):
     """Eigen-decomposition of a real symmetric (complex Hermitian) matrix or stack.
 
@@ -410,6 +482,15 @@ def _eigvalsh_grad(op, dw):
     _real_only("eigvalsh", x)
     _, v = _eigh(x)
     return _sym(matmul(v * expand_dims(dw, axis=-2), _mT(v)))
+
+
+@RegisterJVP("Eigvalsh")
+def _eigvalsh_jvp(op, t):
+    # dw_i = v_i^T S v_i along the symmetric part S of dA (Giles 2008); V from the Eigh op
+    x = op.inputs[0]
+    _real_only("eigvalsh", x)
+    _, v = _eigh(x)
+    return _sum(v * matmul(_sym(t), v), axis=-2)
 
 
 def eigvalsh(x, /):
@@ -471,6 +552,34 @@ def _svd_grad(op, du, ds, dvh):
     return da
 
 
+@RegisterJVP("Svd")
+def _svd_jvp(op, t):
+    # reduced SVD A = U S V^T, k = min(m, n) (Townsend 2016; JAX's svd_jvp_rule): with
+    # P = U^T dA V and F_ij = 1 / (s_j^2 - s_i^2) (i != j),
+    #   dS = diag(P),  dU = U (F o (P S + S P^T)) + (I - U U^T) dA V S^-1,
+    #   dV = V (F o (S P + P^T S)) + (I - V V^T) dA^T U S^-1.
+    # With full_matrices and m != n the extra columns are not unique: the transposed VJP.
+    x = op.inputs[0]
+    _real_only("svd", x)
+    u, s, vh = op.outputs
+    m, n = x.shape[-2:]
+    if op.attrs.get("full_matrices", True) and m != n:
+        return NotImplemented
+    v = _mT(vh)
+    p = matmul(matmul(_mT(u), t), v)
+    f = _inverse_gaps(s * s)
+    row, col = expand_dims(s, axis=-2), expand_dims(s, axis=-1)  # s_j and s_i at (i, j)
+    du = matmul(u, f * (p * row + _mT(p) * col))
+    dv = matmul(v, f * (p * col + _mT(p) * row))
+    if m > n:
+        tv = matmul(t, v)
+        du = du + (tv - matmul(u, matmul(_mT(u), tv))) / row
+    if n > m:
+        tu = matmul(_mT(t), u)
+        dv = dv + (tu - matmul(v, matmul(_mT(v), tu))) / row
+    return du, _diagonal(p), _mT(dv)
+
+
 def svd(x, /, *, full_matrices=True):
     """Singular value decomposition ``x = U diag(S) Vh`` of a matrix or stack.
 
@@ -501,6 +610,15 @@ def _svdvals_grad(op, ds):
     _real_only("svdvals", x)
     u, _, vh = _svd(x, full_matrices=False)
     return matmul(u * expand_dims(ds, axis=-2), vh)
+
+
+@RegisterJVP("Svdvals")
+def _svdvals_jvp(op, t):
+    # ds_i = u_i^T dA v_i (Townsend 2016), with U, V from the Svd op
+    x = op.inputs[0]
+    _real_only("svdvals", x)
+    u, _, vh = _svd(x, full_matrices=False)
+    return _sum(u * matmul(t, _mT(vh)), axis=-2)
 
 
 def svdvals(x, /):
@@ -559,6 +677,33 @@ def _qr_grad(op, dq, dr):
     return concat([dx, matmul(q, dv)], axis=-1)
 
 
+def _qr_jvp_tall(q, r, t):
+    # m >= n (Walter & Lehmann 2018; JAX's qr_jvp_rule): with C = Q^T dA R^-1 and
+    # W = tril(C, -1) - tril(C, -1)^T (skew), dQ = Q (W - C) + dA R^-1, dR = (C - W) R
+    t_rinv = _mT(_solve(_mT(r), _mT(t)))  # dA R^-1
+    c = matmul(_mT(q), t_rinv)
+    low = c * _strict_lower(c, c.shape[-1])
+    w = low - _mT(low)
+    return matmul(q, w - c) + t_rinv, matmul(c - w, r)
+
+
+@RegisterJVP("Qr")
+def _qr_jvp(op, t):
+    x = op.inputs[0]
+    _real_only("qr", x)
+    q, r = op.outputs
+    m, n = x.shape[-2:]
+    if m >= n:
+        if m > n and op.attrs.get("mode", "reduced") == "complete":
+            return NotImplemented  # the extra columns of Q are not unique (the gradient raises)
+        return _qr_jvp_tall(q, r, t)
+    # m < n: A = [X | Y], X = Q U square, Y = Q V (Liao et al. 2019): (dQ, dU) from X, and
+    # dY = dQ V + Q dV gives dV = Q^T (dY - dQ V)
+    dq, du = _qr_jvp_tall(q, r[..., :, :m], t[..., :, :m])
+    dv = matmul(_mT(q), t[..., :, m:] - matmul(dq, r[..., :, m:]))
+    return dq, concat([du, dv], axis=-1)
+
+
 def qr(x, /, *, mode="reduced"):
     """QR decomposition ``x = Q R`` of a matrix or stack (Householder, as the backend does).
 
@@ -598,6 +743,20 @@ def _pinv_grad(op, dp):
     t2 = matmul(dpt, matmul(p, pt))
     t3 = matmul(matmul(pt, p), dpt)
     return g + (t2 - matmul(a, matmul(p, t2))) + (t3 - matmul(matmul(t3, p), a))
+
+
+@RegisterJVP("Pinv")
+def _pinv_jvp(op, t):
+    # Golub & Pereyra 1973, at constant rank, X = A^+:
+    #   dX = -X dA X + X X^T dA^T (I - A X) + (I - X A) dA^T X^T X
+    a = op.inputs[0]
+    _real_only("pinv", a)
+    p = op.outputs[0]
+    tt = _mT(t)
+    t2 = matmul(matmul(p, _mT(p)), tt)  # X X^T dA^T
+    t3 = matmul(tt, matmul(_mT(p), p))  # dA^T X^T X
+    return (-matmul(matmul(p, t), p) + (t2 - matmul(matmul(t2, a), p))
+            + (t3 - matmul(p, matmul(a, t3))))
 
 
 def pinv(x, /, *, rtol=None):
@@ -651,6 +810,15 @@ def _matrix_norm_grad(op, dy):
     along, across = (-2, -1) if order in (1, -1) else (-1, -2)  # summed axis, chosen axis
     sums = _sum(_abs(x), axis=along, keepdims=True)
     return dyk * _sign_on_extremes(x, sums, across, order > 0)
+
+
+@RegisterJVP("MatrixNorm")
+def _matrix_norm_jvp(op, t):
+    # one number per matrix: d norm = <G, dA> with G the gradient at a unit cotangent (the
+    # formulas above, so ties and zeros are treated as the gradient treats them)
+    y = op.outputs[0]
+    g = _matrix_norm_grad(op, ones_like(y))
+    return _sum(g * t, axis=(-2, -1), keepdims=op.attrs.get("keepdims", False))
 
 
 def matrix_norm(x, /, *, keepdims=False, ord="fro"):  # noqa: A002 - Array API name
@@ -711,6 +879,14 @@ def _vector_norm_grad(op, dy):
     if order == 2:
         return dyk * x / safe
     return dyk * sign(x) * (_abs(x) / safe) ** (order - 1.0)
+
+
+@RegisterJVP("VectorNorm")
+def _vector_norm_jvp(op, t):
+    # a reduction: d norm = sum(G * dx) over its axes, G the gradient at a unit cotangent
+    y = op.outputs[0]
+    g = _vector_norm_grad(op, ones_like(y))
+    return _sum(g * t, axis=op.attrs.get("axis"), keepdims=op.attrs.get("keepdims", False))
 
 
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002 - Array API name
@@ -799,6 +975,9 @@ def _outer_grad(op, dy):
     return matmul(dy, b), matmul(a, dy)
 
 
+RegisterJVP("Outer")(_bilinear_jvp)  # d(a b^T) = da b^T + a db^T
+
+
 def outer(x1, x2, /):
     """Outer product of two vectors: ``(N,)`` and ``(M,)`` -> ``(N, M)``.
 
@@ -835,6 +1014,9 @@ def _cross_grad(op, dy):
     return _cross(b, dy, axis=axis), _cross(dy, a, axis=axis)
 
 
+RegisterJVP("Cross")(_bilinear_jvp)  # d(a x b) = da x b + a x db
+
+
 def cross(x1, x2, /, *, axis=-1):
     """Cross product of 3-vectors along ``axis``, broadcasting the other axes.
 
@@ -864,6 +1046,9 @@ def _trace_grad(op, dy):
         dy = astype(dy, x.dtype)
     m, n = x.shape[-2:]
     return _as_mat(dy) * _eye(x, m, n, k=op.attrs.get("offset", 0))
+
+
+RegisterJVP("Trace")(linear_jvp)
 
 
 def trace(x, /, *, offset=0, dtype=None):
@@ -899,6 +1084,9 @@ def _diagonal_grad(op, dy):
         zeros = _const(dy, lambda xp, dt: xp.zeros(dy.shape[:-1] + (pad,), dtype=dt))
         dy = concat([dy, zeros], axis=-1)
     return expand_dims(dy, axis=-1 if k >= 0 else -2) * _eye(x, m, n, k=k)
+
+
+RegisterJVP("Diagonal")(linear_jvp)
 
 
 def diagonal(x, /, *, offset=0):

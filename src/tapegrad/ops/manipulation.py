@@ -78,6 +78,9 @@ def _permute_dims(x, *, axes):
                          f"{len(_shape(x))} axes of a tensor of shape {_shape(x)}") from e
 
 
+RegisterJVP("Transpose")(linear_jvp)
+
+
 @RegisterGradient("Transpose")
 def _permute_dims_grad(op, dy):
     # the inverse permutation: input axis a went to output position i
@@ -220,6 +223,9 @@ def _concat(*arrays, axis=0):
                          ) from e
 
 
+RegisterJVP("Concat")(linear_jvp)  # linear in all pieces jointly
+
+
 @RegisterGradient("Concat")
 def _concat_grad(op, dy):
     # each input receives its slice of the cotangent
@@ -269,6 +275,9 @@ def _stack(*arrays, axis=0):
                          f"they must all have the same shape ({e})") from e
 
 
+RegisterJVP("Stack")(linear_jvp)
+
+
 @RegisterGradient("Stack")
 def _stack_grad(op, dy):
     return list(unstack(dy, axis=op.attrs.get("axis", 0)))
@@ -291,6 +300,9 @@ def _unstack(x, *, axis=0):
     if not _shape(x):
         raise ValueError("unstack: cannot unstack a 0-d tensor; it needs at least one axis")
     return tuple(_ns(x).unstack(x, axis=axis))
+
+
+RegisterJVP("Unstack")(linear_jvp)
 
 
 @RegisterGradient("Unstack")
@@ -408,6 +420,9 @@ def _roll(x, *, shift, axis=None):
                          f"axis {axis}: {e}") from e
 
 
+RegisterJVP("Roll")(linear_jvp)
+
+
 @RegisterGradient("Roll")
 def _roll_grad(op, dy):
     shift = op.attrs["shift"]
@@ -448,6 +463,9 @@ def _named_device(xp, device):
             if "cpu" in str(d).lower():
                 return d
     return device
+
+
+RegisterJVP("ToDevice")(linear_jvp)
 
 
 @RegisterGradient("ToDevice")

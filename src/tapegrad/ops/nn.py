@@ -85,6 +85,12 @@ def _relu_backprop_grad(op, ddx):
     return _relu_backprop(ddx, op.inputs[1]), None
 
 
+@RegisterJVP("ReluGrad")
+def _relu_backprop_jvp(op, tdy, ty):
+    # linear in dy with a piecewise-constant mask: the same mask on dy's tangent, none from y
+    return None if tdy is None else _relu_backprop(tdy, op.inputs[1])
+
+
 def relu(features, name=None):
     """Rectified linear unit ``max(features, 0)``, elementwise.
 
@@ -103,6 +109,9 @@ def _leaky_relu(features, *, alpha=0.2):
 def _leaky_relu_grad(op, dy):
     # TF LeakyReluGrad: dy where x > 0, else alpha * dy
     return where(op.inputs[0] > 0, dy, dy * op.attrs.get("alpha", 0.2))
+
+
+RegisterJVP("LeakyRelu")(_leaky_relu_grad)  # a diagonal Jacobian: the gradient's formula
 
 
 def leaky_relu(features, alpha=0.2, name=None):
@@ -125,6 +134,9 @@ def _elu_grad(op, dy):
     # d/dx (e^x - 1) = e^x = y + 1 for x <= 0 (TF EluGrad)
     y = op.outputs[0]
     return where(op.inputs[0] > 0, dy, dy * (y + 1.0))
+
+
+RegisterJVP("Elu")(_elu_grad)  # a diagonal Jacobian: the gradient's formula
 
 
 def elu(features, name=None):
@@ -152,6 +164,9 @@ def _sigmoid_grad(op, dy):
     return dy * (y * (1.0 - y))
 
 
+RegisterJVP("Sigmoid")(_sigmoid_grad)  # a diagonal Jacobian: the gradient's formula
+
+
 def sigmoid(x, name=None):
     """Logistic function ``1 / (1 + exp(-x))``, elementwise, stable for any magnitude of ``x``.
 
@@ -170,6 +185,9 @@ def _softplus(features):
 def _softplus_grad(op, dy):
     # d/dx log(1 + e^x) = sigmoid(x) (TF SoftplusGrad)
     return dy * _sigmoid(op.inputs[0])
+
+
+RegisterJVP("Softplus")(_softplus_grad)  # a diagonal Jacobian: the gradient's formula
 
 
 def softplus(features, name=None):
@@ -202,6 +220,9 @@ def _gelu_grad(op, dy):
     return _gelu_grad_op(dy, op.inputs[0], approximate=op.attrs.get("approximate", False))
 
 
+RegisterJVP("Gelu")(_gelu_grad)  # a diagonal Jacobian: the gradient's formula
+
+
 @primitive("GeluGrad", samples=[Sample((3, 4), (3, 4)), Sample((3, 4), (4,)), Sample((), ()),
                                 Sample((0, 2), (2,)), Sample((1,), (1,)),
                                 Sample((3, 4), (3, 4), approximate=True),
@@ -226,15 +247,30 @@ def _gelu_grad_grad(op, ddy):
     # gelu'' = phi(x) (2 - x^2); tanh form gelu'' = s u' + x s (u'' - 2 t u'^2) / 2, s = 1 - t^2
     dy, x = op.inputs
     approximate = op.attrs.get("approximate", False)
+    return _gelu_grad_op(ddy, x, approximate=approximate), ddy * dy * _gelu_d2(x, approximate)
+
+
+def _gelu_d2(x, approximate):
     if approximate:
         t = tanh(_C * (x + _K * x * x * x))
         s = 1.0 - t * t
         u1 = _C * (1.0 + 3.0 * _K * x * x)
         u2 = (6.0 * _C * _K) * x
-        d2 = s * u1 + 0.5 * x * s * (u2 - 2.0 * t * u1 * u1)
-    else:
-        d2 = _INV_SQRT_2PI * exp(-0.5 * x * x) * (2.0 - x * x)
-    return _gelu_grad_op(ddy, x, approximate=approximate), ddy * dy * d2
+        return s * u1 + 0.5 * x * s * (u2 - 2.0 * t * u1 * u1)
+    return _INV_SQRT_2PI * exp(-0.5 * x * x) * (2.0 - x * x)
+
+
+@RegisterJVP("GeluGrad")
+def _gelu_grad_jvp(op, tdy, tx):
+    # d(dy gelu'(x)) = gelu'(x) d(dy) + dy gelu''(x) dx (both partial Jacobians diagonal)
+    dy, x = op.inputs
+    approximate = op.attrs.get("approximate", False)
+    terms = []  # each term has the output's (broadcast) shape
+    if tdy is not None:
+        terms.append(_gelu_grad_op(tdy, x, approximate=approximate))
+    if tx is not None:
+        terms.append(tx * dy * _gelu_d2(x, approximate))
+    return terms[0] if len(terms) == 1 else terms[0] + terms[1]
 
 
 def gelu(features, approximate=False, name=None):
@@ -267,6 +303,16 @@ def _softmax_grad(op, dy):
     # Jacobian-vector product of softmax: y * (dy - sum(dy * y)) (Bridle 1990; TF SoftmaxGrad)
     y = op.outputs[0]
     return y * (dy - _sum(dy * y, axis=op.attrs.get("axis", -1), keepdims=True))
+
+
+RegisterJVP("Softmax")(_softmax_grad)  # the Jacobian diag(y) - y y^T is symmetric
+
+
+@RegisterJVP("LogSoftmax")
+def _log_softmax_jvp(op, t):
+    # the Jacobian I - 1 softmax^T applied to t: t - sum(softmax * t), softmax = exp(y)
+    y = op.outputs[0]
+    return t - _sum(exp(y) * t, axis=op.attrs.get("axis", -1), keepdims=True)
 
 
 def softmax(logits, axis=-1, name=None):
@@ -365,10 +411,20 @@ def _sparse_softmax_ce(labels, logits):
 def _sparse_softmax_ce_grad(op, dy):
     # d loss / d logits = softmax(logits) - onehot(labels) (TF SparseSoftmaxXent backprop)
     labels, logits = op.inputs
+    return None, reshape(dy, dy.shape + (1,)) * _softmax_minus_onehot(labels, logits)
+
+
+def _softmax_minus_onehot(labels, logits):
     xp = _ns(logits._value)
     idx = _index_array(xp, labels)
     onehot = xp.astype(idx[..., None] == xp.arange(logits.shape[-1]), logits._value.dtype)
-    return None, reshape(dy, dy.shape + (1,)) * (_softmax(logits, axis=-1) - Tensor(onehot))
+    return _softmax(logits, axis=-1) - Tensor(onehot)
+
+
+@RegisterJVP("SparseSoftmaxCrossEntropyWithLogits")
+def _sparse_softmax_ce_jvp(op, tlabels, tlogits):
+    # d loss = sum((softmax(logits) - onehot(labels)) * d logits, axis=-1) (the gradient's row)
+    return _sum(_softmax_minus_onehot(*op.inputs) * tlogits, axis=-1)
 
 
 def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):
@@ -405,6 +461,18 @@ def _sigmoid_ce_grad(op, dy):
     # differentiating TF's formula (smooth everywhere): d/dx = sigmoid(x) - z, d/dz = -x
     labels, logits = op.inputs
     return -(dy * logits), dy * (_sigmoid(logits) - labels)
+
+
+@RegisterJVP("SigmoidCrossEntropyWithLogits")
+def _sigmoid_ce_jvp(op, tz, tx):
+    # diagonal partial Jacobians: d loss = -x dz + (sigmoid(x) - z) dx
+    labels, logits = op.inputs
+    terms = []
+    if tz is not None:
+        terms.append(-(tz * logits))
+    if tx is not None:
+        terms.append(tx * (_sigmoid(logits) - labels))
+    return terms[0] if len(terms) == 1 else terms[0] + terms[1]
 
 
 def sigmoid_cross_entropy_with_logits(labels, logits, name=None):

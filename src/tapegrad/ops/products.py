@@ -41,13 +41,18 @@ def _matmul(x1, x2):
         raise ValueError(f"matmul: cannot multiply shapes {s1} and {s2}: {msg}") from e
 
 
-@RegisterJVP("MatMul")
-def _matmul_jvp(op, ta, tb):
-    # bilinear: d(A B) = dA B + A dB
+def _bilinear_jvp(op, ta, tb):
+    # the JVP of a bilinear op p(a, b): dp = p(da, b) + p(a, db), attributes kept
     a, b = op.inputs
-    terms = [matmul(ta, b) if ta is not None else None, matmul(a, tb) if tb is not None else None]
-    terms = [t for t in terms if t is not None]
-    return terms[0] if len(terms) == 1 else terms[0] + terms[1]
+    p = op._opdef.public
+    if tb is None:
+        return p(ta, b, **op.attrs)
+    if ta is None:
+        return p(a, tb, **op.attrs)
+    return p(ta, b, **op.attrs) + p(a, tb, **op.attrs)
+
+
+RegisterJVP("MatMul")(_bilinear_jvp)  # d(A B) = dA B + A dB
 
 
 @RegisterGradient("MatMul", reads="inputs")
@@ -117,6 +122,9 @@ def _tensordot(x1, x2, *, axes=2):
                          "sizes") from e
 
 
+RegisterJVP("TensorDot")(_bilinear_jvp)
+
+
 @RegisterGradient("TensorDot")
 def _tensordot_grad(op, dy):
     # dy has the free axes of x1, then those of x2. Contracting dy with one input over that
@@ -159,6 +167,9 @@ def _vecdot(x1, x2, *, axis=-1):
         raise ValueError(f"vecdot: cannot take dot products of shapes {_shape(x1)} and "
                          f"{_shape(x2)} along axis {axis}: the sizes along that axis must be "
                          "equal and the other axes must broadcast") from e
+
+
+RegisterJVP("VecDot")(_bilinear_jvp)  # also for complex: vecdot conjugates x1 linearly
 
 
 @RegisterGradient("VecDot")

@@ -13,9 +13,9 @@ from .._backend import namespace as _ns
 from .._backend import xp_dtype as _xp_dtype
 from .._registry import RegisterGradient, RegisterJVP, Sample, linear_jvp, no_gradient, primitive
 from .conversion import asarray
-from .creation import ones_like
+from .creation import ones_like, zeros_like
 from .elementwise import astype, logical_and, logical_or, where
-from .manipulation import broadcast_to, flip, reshape
+from .manipulation import broadcast_to, concat, flip, reshape
 
 _AXIS_SAMPLES = [Sample((3, 4)), Sample((3, 4), axis=1), Sample((2, 3, 4), axis=(0, 2)),
                  Sample((3, 4), axis=-1, keepdims=True), Sample(()), Sample((0, 3), axis=0),
@@ -78,6 +78,12 @@ def _expand_to(dy, x, axis):
 def _kept(t, x, axis):
     """A reduction's output or cotangent ``t`` reshaped to keep the reduced axes (size 1)."""
     return reshape(t, _kept_shape(x.shape, axis))
+
+
+def _weighted_sum(op, w, t):
+    """The JVP ``sum(w * t)`` over the reduced axes of a reduction ``op`` whose partial
+    derivatives are ``w`` (x's shape): the gradient's weights, contracted with the tangent."""
+    return _sum(w * t, axis=op.attrs.get("axis"), keepdims=op.attrs.get("keepdims", False))
 
 
 # --- sum, mean, prod -------------------------------------------------------------------------
@@ -148,12 +154,21 @@ def _prod_grad(op, dy):
     # Exact to first order everywhere; higher orders are exact where no slice holds a zero.
     x = op.inputs[0]
     axis = op.attrs.get("axis")
+    return _kept(dy, x, axis) * _prod_others(x, axis)
+
+
+def _prod_others(x, axis):
     zero = x == 0.0
     safe = where(zero, ones_like(x), x)
     p = _prod(safe, axis=axis, keepdims=True)
     n0 = _sum(astype(zero, x.dtype), axis=axis, keepdims=True)
-    others = where(zero, where(n0 == 1.0, p, 0.0), where(n0 == 0.0, p / safe, 0.0))
-    return _kept(dy, x, axis) * others
+    return where(zero, where(n0 == 1.0, p, 0.0), where(n0 == 0.0, p / safe, 0.0))
+
+
+@RegisterJVP("Prod")
+def _prod_jvp(op, t):
+    # d prod = sum_i (product of the others) dx_i, the gradient's division-free weights
+    return _weighted_sum(op, _prod_others(op.inputs[0], op.attrs.get("axis")), t)
 
 
 def prod(x, /, *, axis=None, dtype=None, keepdims=False):
@@ -179,8 +194,20 @@ def _extremum_grad(op, dy):
     return mask * (_kept(dy, x, axis) / _sum(mask, axis=axis, keepdims=True))
 
 
+def _extremum_jvp(op, t):
+    # the mean tangent of the elements equal to the result: the transpose of the gradient's
+    # even split among ties (the tangent at the argmax when it is unique)
+    x = op.inputs[0]
+    axis = op.attrs.get("axis")
+    mask = astype(x == _kept(op.outputs[0], x, axis), x.dtype)
+    return _weighted_sum(op, mask, t) / _sum(mask, axis=axis, keepdims=op.attrs.get(
+        "keepdims", False))
+
+
 RegisterGradient("Max")(_extremum_grad)
 RegisterGradient("Min")(_extremum_grad)
+RegisterJVP("Max")(_extremum_jvp)
+RegisterJVP("Min")(_extremum_jvp)
 
 
 def max(x, /, *, axis=None, keepdims=False):  # noqa: A001 - Array API name
@@ -225,6 +252,13 @@ def _var_grad(op, dy):
     return _kept(dy, x, axis) * (2.0 * d)
 
 
+@RegisterJVP("Var")
+def _var_jvp(op, t):
+    # d var = sum_i 2 (x_i - m) dx_i / (N - c), the gradient's weights
+    d = _centered_over_dof(op.inputs[0], op.attrs.get("axis"), op.attrs.get("correction", 0.0))
+    return _weighted_sum(op, 2.0 * d, t)
+
+
 @primitive("Std", samples=[  # no single-element slices: std = 0 there, its gradient infinite
     Sample((3, 4)), Sample((3, 4), axis=1), Sample((2, 3, 4), axis=(0, 2)),
     Sample((3, 4), axis=-1, keepdims=True), Sample((3, 4), axis=0, correction=1.0),
@@ -243,6 +277,13 @@ def _std_grad(op, dy):
     axis = op.attrs.get("axis")
     d = _centered_over_dof(x, axis, op.attrs.get("correction", 0.0))
     return _kept(dy / op.outputs[0], x, axis) * d
+
+
+@RegisterJVP("Std")
+def _std_jvp(op, t):
+    # d std = sum_i (x_i - m) dx_i / ((N - c) std)
+    d = _centered_over_dof(op.inputs[0], op.attrs.get("axis"), op.attrs.get("correction", 0.0))
+    return _weighted_sum(op, d, t) / op.outputs[0]
 
 
 def var(x, /, *, axis=None, correction=0.0, keepdims=False):
@@ -295,6 +336,9 @@ _cumulative_sum = primitive("CumulativeSum", samples=[
 def _reverse_cumsum(t, axis):
     """``out_j = sum_{k>=j} t_k`` along ``axis`` (flip, cumulative_sum, flip)."""
     return flip(cumulative_sum(flip(t, axis=axis), axis=axis), axis=axis)
+
+
+RegisterJVP("CumulativeSum")(linear_jvp)
 
 
 @RegisterGradient("CumulativeSum")
@@ -352,6 +396,34 @@ def _cumulative_prod_grad(op, dy):
     tail = cumulative_prod(where(logical_or(before, first), ones, x), axis=axis)
     s = _sum(where(before, 0.0, dy * tail), axis=axis, keepdims=True)
     return g + where(first, excl * s, 0.0)
+
+
+@RegisterJVP("CumulativeProd")
+def _cumulative_prod_jvp(op, t):
+    # dy_k = sum_{j<=k} t_j prod_{i<=k, i!=j} x_i. Per slice, with k0 its first zero:
+    #   k < k0 (or no zero): dy_k = y_k sum_{j<=k} t_j / x_j;
+    #   k >= k0: only j = k0 keeps no zero factor: dy_k = (prod_{i<k0} x_i) t_k0 prod_{k0<i<=k} x_i.
+    # No division by zero, as in the gradient; exact to first order everywhere.
+    x, y = op.inputs[0], op.outputs[0]
+    axis = op.attrs.get("axis")
+    axis = 0 if axis is None else axis % x.ndim
+    lead = (slice(None),) * axis
+    initial = op.attrs.get("include_initial", False)
+    if initial:  # y_0 = 1 is a constant: its tangent is zero
+        y0, y = y[lead + (slice(0, 1), ...)], y[lead + (slice(1, None), ...)]
+    zero = x == 0.0
+    zeros_so_far = cumulative_sum(astype(zero, x.dtype), axis=axis)
+    before = zeros_so_far == 0.0
+    first = logical_and(zero, zeros_so_far == 1.0)
+    ones = ones_like(x)
+    dy = y * cumulative_sum(where(before, t / where(before, x, ones), 0.0), axis=axis)
+    excl = cumulative_prod(x, axis=axis, include_initial=True)[lead + (slice(None, -1), ...)]
+    tail = cumulative_prod(where(logical_or(before, first), ones, x), axis=axis)
+    at_zero = _sum(where(first, excl * t, 0.0), axis=axis, keepdims=True)
+    dy = where(before, dy, at_zero * tail)
+    if initial:
+        dy = concat([zeros_like(y0), dy], axis=axis)
+    return dy
 
 
 def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):

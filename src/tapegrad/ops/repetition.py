@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as _np
 
 from .._backend import namespace as _ns
-from .._registry import RegisterGradient, Sample, primitive
+from .._registry import RegisterGradient, RegisterJVP, Sample, linear_jvp, primitive
 from .._tensor import Tensor
 from .indexing import _scatter_add
 from .manipulation import _shape, reshape
@@ -25,6 +25,9 @@ from .reductions import sum as _sum
                             Sample((1, 1), repetitions=(1, 1))])
 def _tile(x, *, repetitions):
     return _ns(x).tile(x, repetitions)
+
+
+RegisterJVP("Tile")(linear_jvp)
 
 
 @RegisterGradient("Tile")
@@ -63,6 +66,9 @@ def _repeat(x, *, repeats, axis):
     except (ValueError, IndexError) as e:
         raise ValueError(f"repeat: cannot repeat a tensor of shape {_shape(x)} {repeats} times "
                          f"along axis {axis}: {e}") from e
+
+
+RegisterJVP("Repeat")(linear_jvp)
 
 
 @RegisterGradient("Repeat")

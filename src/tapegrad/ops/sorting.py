@@ -7,7 +7,7 @@ equal elements in their original order, as the standard asks.
 from __future__ import annotations
 
 from .._backend import namespace as _ns
-from .._registry import RegisterGradient, Sample, no_gradient, primitive
+from .._registry import RegisterGradient, RegisterJVP, Sample, no_gradient, primitive
 from .indexing import take_along_axis
 
 _SORT_SAMPLES = [Sample((5,)), Sample((3, 4), axis=0), Sample((3, 4), descending=True),
@@ -51,6 +51,16 @@ def _sort_grad(op, dy):
                 stable=a.get("stable", True))
     axis = a.get("axis", -1)
     return take_along_axis(dy, argsort(p, axis=axis), axis=axis)
+
+
+@RegisterJVP("Sort")
+def _sort_jvp(op, t):
+    # y = x[p] along the axis, p = argsort(x) (the permutation the gradient inverts): dy = dx[p]
+    a = op.attrs
+    axis = a.get("axis", -1)
+    p = argsort(op.inputs[0], axis=axis, descending=a.get("descending", False),
+                stable=a.get("stable", True))
+    return take_along_axis(t, p, axis=axis)
 
 
 @primitive("ArgSort")
