@@ -24,6 +24,7 @@ from .ops import *  # noqa: F403
 from . import custom_gradient as _cg
 from .custom_gradient import *  # noqa: F401,F403
 from . import config, debugging, fft, linalg, nn, optimizers, random, special, test, viz  # noqa: E402
+from . import train  # noqa: E402
 from . import transforms as _transforms
 from .transforms import *  # noqa: F401,F403
 from ._function import Function, TensorSpec, function
@@ -49,7 +50,7 @@ __all__ = [
     "OperationView", "UnconnectedGradients", "register_hook", "debugging", "primitive",
     "RegisterGradient", "no_gradient", "gradient_override_map", "registered_ops", "Sample",
     "Arg", "errors", "fft", "linalg", "nn", "optimizers", "random", "special", "test", "viz",
-    "config", "function", "Function", "TensorSpec", "ForwardAccumulator", "RegisterJVP", "jvp",
+    "config", "train", "function", "Function", "TensorSpec", "ForwardAccumulator", "RegisterJVP", "jvp",
     "jacfwd",
     *_cg.__all__,
     *_transforms.__all__,
