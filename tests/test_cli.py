@@ -152,3 +152,10 @@ def test_samples_decorator_attaches_samples_and_refuses_misuse():
         tg.test.samples((3,))
     with pytest.raises(TypeError, match=r"give at least one tg.Sample"):
         tg.test.samples()
+
+
+def test_order_below_one_is_a_usage_error(capsys):
+    from tapegrad import cli
+
+    assert cli.main(["check", "anything.py", "--order", "0"]) == 2
+    assert "error: --order must be >= 1, got 0" in capsys.readouterr().err
