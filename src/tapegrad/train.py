@@ -22,7 +22,6 @@ import types
 import uuid
 import zlib
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -141,6 +140,8 @@ def _to_numpy(variable) -> np.ndarray:
 def _checksums():
     """A thread pool for the CRC-32s (``pool.submit(zlib.crc32, array)``): zlib releases the
     GIL, so they run beside the file I/O and each other."""
+    from concurrent.futures import ThreadPoolExecutor  # imported when used: import time
+
     return ThreadPoolExecutor(min(4, os.cpu_count() or 1))
 
 
