@@ -24,6 +24,7 @@ from .ops import *  # noqa: F403
 from . import custom_gradient as _cg
 from .custom_gradient import *  # noqa: F401,F403
 from . import config, debugging, fft, linalg, nn, optimizers, random, special, test, viz  # noqa: E402
+from . import train  # noqa: E402
 from . import transforms as _transforms
 from .transforms import *  # noqa: F401,F403
 from ._function import Function, TensorSpec, function
@@ -50,8 +51,8 @@ __all__ = [
     "OperationView", "UnconnectedGradients", "register_hook", "debugging", "primitive",
     "RegisterGradient", "no_gradient", "gradient_override_map", "registered_ops", "Sample",
     "Arg", "errors", "fft", "linalg", "nn", "optimizers", "random", "special", "test", "viz",
-    "config", "function", "Function", "TensorSpec", "ForwardAccumulator", "RegisterJVP", "jvp",
-    "jacfwd", "Module", "name_scope",
+    "config", "train", "function", "Function", "TensorSpec", "ForwardAccumulator",
+    "RegisterJVP", "jvp", "jacfwd", "Module", "name_scope",
     *_cg.__all__,
     *_transforms.__all__,
     "float16", "float32", "float64", "complex64", "complex128", "int8", "int16", "int32",

@@ -48,3 +48,8 @@ def describe_fn(fn) -> str:
     if code is None:
         return name
     return f"{name} ({code.co_filename}:{code.co_firstlineno})"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint does not fit the objects it is restored into, or its files are damaged
+    (``tg.train.Checkpoint.restore``); nothing was restored."""

@@ -61,6 +61,7 @@ def _elu_grad(op, dy):
     return tg.where(x > 0.0, dy, dy * (y + 1.0))
 
 
+@tg.test.samples(tg.Sample((4, 10)), tg.Sample((3,), domain=(-30.0, 30.0)))
 @tg.custom_gradient
 def log_softmax(logits):
     """Numerically stable ``log(softmax(logits))`` along the last axis.

@@ -12,18 +12,21 @@
   user-registered op that a function runs: one gradient per input of the right shape and
   dtype, linear in the upstream gradient, equal to the derivative of the op's forward (unless
   declared ``surrogate=True``, then reported only). ``check_gradients`` runs it too.
+* :func:`samples` — declare sample inputs of a ``custom_gradient`` function, on which
+  ``python -m tapegrad check`` checks it.
 
 The checks run on NumPy copies of the inputs (values of other backends are converted with
 ``Tensor.numpy()``). Complex inputs are not supported yet.
 """
 from ._check import check_gradients
 from ._contract import check_custom_gradient
+from ._declare import samples
 from ._finite_differences import compute_gradient, compute_gradient_error
 from ._report import CustomGradientReport, OpCheck, SurrogateGradientWarning
 
 __all__ = ["compute_gradient", "compute_gradient_error", "check_gradients",
            "check_custom_gradient", "CustomGradientReport", "OpCheck",
-           "SurrogateGradientWarning"]
+           "SurrogateGradientWarning", "samples"]
 
 for _name in __all__:  # shown as tapegrad.test.<name> (reprs, warnings, pickles)
     globals()[_name].__module__ = __name__

@@ -6,6 +6,7 @@ import inspect
 
 import numpy as np
 
+from .._backend import np_dtype
 from ..errors import GradientCountError, GradientShapeError, GradientTypeError
 from ..ops.creation import zeros_like
 from ._arguments import check_tolerances, floating_outputs, is_float, prepare, to_tensor
@@ -96,7 +97,7 @@ def _fits_and_is_linear(check, rec, fresh, names, rng) -> bool:
     dys.append([a * d1 + b * d2 for d1, d2 in zip(*dys)])
 
     def cotangents(ds):
-        return [to_tensor(d.astype(o.dtype)) if is_float(o) else zeros_like(o)
+        return [to_tensor(d.astype(np_dtype(o.dtype))) if is_float(o) else zeros_like(o)
                 for d, o in zip(ds, rec.outputs)]
 
     n_args = len(rec.inputs) - len(rec.variables)

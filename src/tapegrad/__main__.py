@@ -1,0 +1,6 @@
+"""``python -m tapegrad``: see :mod:`tapegrad.cli`."""
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,405 @@
+"""tg.train: Checkpoint, CheckpointManager, latest_checkpoint."""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad import _backend
+from tapegrad.errors import CheckpointError
+
+safetensors_numpy = pytest.importorskip("safetensors.numpy")
+
+
+class Dense:
+    def __init__(self, rng, n_in, n_out):
+        self.kernel = tg.Variable(rng.normal(size=(n_in, n_out)).astype(np.float32))
+        self.bias = tg.Variable(np.zeros(n_out, np.float32))
+
+    def __call__(self, x):
+        return tg.tanh(x @ self.kernel + self.bias)
+
+
+class Encoder:
+    def __init__(self, rng):
+        self.dense_1 = Dense(rng, 4, 8)
+        self.dense_2 = Dense(rng, 8, 8)
+
+
+class Model:
+    """A small model of Variables: nested objects, a list, a dict."""
+
+    def __init__(self, seed):
+        rng = np.random.default_rng(seed)
+        self.encoder = Encoder(rng)
+        self.heads = [Dense(rng, 8, 2)]
+        self.extra = {"scale": tg.Variable(np.float32(1.5))}
+        self.activation = lambda x: x  # functions are not walked
+        self.steps = tg.Variable(np.int64(0), trainable=False)
+
+    def __call__(self, x):
+        h = self.encoder.dense_2(self.encoder.dense_1(x))
+        return self.heads[0](h) * self.extra["scale"]
+
+    @property
+    def trainable(self):
+        e = self.encoder
+        return [e.dense_1.kernel, e.dense_1.bias, e.dense_2.kernel, e.dense_2.bias,
+                self.heads[0].kernel, self.heads[0].bias, self.extra["scale"]]
+
+
+DATA = np.random.default_rng(1).normal(size=(10, 16, 4)).astype(np.float32)
+
+
+def train(model, opt, steps):
+    for x in steps:
+        with tg.GradientTape() as tape:
+            loss = tg.mean(model(tg.constant(x)) ** 2)
+        opt.apply_gradients(zip(tape.gradient(loss, model.trainable), model.trainable))
+        model.steps.assign_add(1)
+
+
+def values(variables):
+    return [v.numpy().copy() for v in variables]
+
+
+def schedule(step):  # reads iterations: resuming must restore it
+    return 0.05 / (1.0 + step)
+
+
+def test_names_are_paths_of_attributes_lists_dicts_and_slots(tmp_path):
+    model, opt = Model(0), tg.optimizers.Adam(0.01)
+    train(model, opt, DATA[:1])
+    path = tg.train.Checkpoint(model=model, optimizer=opt).write(tmp_path / "c")
+    index = json.loads((tmp_path / "c.index.json").read_text())
+    names = [r["name"] for r in index["tensors"]]
+    for name in ["model/steps", "optimizer/iterations", "save_counter",
+                 "model/encoder/dense_1/kernel", "model/encoder/dense_2/bias",
+                 "model/heads/0/kernel", "model/extra/scale",
+                 "optimizer/slots/model/encoder/dense_1/kernel/m",
+                 "optimizer/slots/model/extra/scale/v"]:
+        assert name in names
+    assert len(names) == 7 + 1 + 1 + 1 + 2 * 7  # weights, steps, iterations, counter, m & v
+    # the data file is plain safetensors with the same names and values
+    data = safetensors_numpy.load_file(str(tmp_path / index["data"]))
+    np.testing.assert_array_equal(data["model/encoder/dense_1/kernel"],
+                                  model.encoder.dense_1.kernel.numpy())
+    assert data["optimizer/iterations"] == 1 and path == os.fspath(tmp_path / "c")
+    slot = next(r for r in index["tensors"] if r["name"].endswith("dense_1/kernel/m"))
+    assert slot["slot"] == {"optimizer": "optimizer",
+                            "variable": "model/encoder/dense_1/kernel", "name": "m"}
+    assert slot["shape"] == [4, 8] and slot["dtype"] == "float32"
+
+
+def test_a_variable_reachable_twice_is_saved_once_under_its_shortest_path(tmp_path):
+    w = tg.Variable([1.0, 2.0])
+    holder = {"deep": {"deeper": [w]}}
+    tg.train.Checkpoint(a=holder, b=w).write(tmp_path / "c")
+    names = [r["name"] for r in json.loads((tmp_path / "c.index.json").read_text())["tensors"]]
+    assert sorted(names) == ["b", "save_counter"]
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd_momentum"])
+@pytest.mark.parametrize("fresh_optimizer", [True, False])
+def test_resumed_training_continues_the_exact_trajectory(tmp_path, optimizer, fresh_optimizer):
+    def make(seed):
+        opt = (tg.optimizers.Adam(schedule) if optimizer == "adam"
+               else tg.optimizers.SGD(schedule, momentum=0.9))
+        return Model(seed), opt
+
+    model, opt = make(0)
+    train(model, opt, DATA)
+    expected = values(model.trainable) + [model.steps.numpy().copy()]
+
+    model, opt = make(0)
+    train(model, opt, DATA[:4])
+    path = tg.train.Checkpoint(model=model, optimizer=opt).save(tmp_path / "ckpt")
+    del model, opt
+    # a fresh process would build different objects: other initial values, and an optimizer
+    # that has not run (its slots are created by restore) or has run elsewhere
+    model, opt = make(7)
+    if not fresh_optimizer:
+        train(model, opt, DATA[:2])
+    tg.train.Checkpoint(model=model, optimizer=opt).restore(path)
+    assert int(opt.iterations) == 4 and int(model.steps) == 4
+    train(model, opt, DATA[4:])
+    got = values(model.trainable) + [model.steps.numpy().copy()]
+    for a, b in zip(got, expected):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(a, b)  # bitwise
+
+
+def test_save_numbers_checkpoints_and_latest_checkpoint_finds_the_last(tmp_path):
+    w = tg.Variable([1.0, 2.0])
+    ckpt = tg.train.Checkpoint(w=w)
+    assert tg.train.latest_checkpoint(tmp_path) is None
+    p1 = ckpt.save(tmp_path / "ckpt")
+    w.assign([3.0, 4.0])
+    p2 = ckpt.save(tmp_path / "ckpt")
+    assert (os.path.basename(p1), os.path.basename(p2)) == ("ckpt-1", "ckpt-2")
+    assert tg.train.latest_checkpoint(tmp_path) == p2 and int(ckpt.save_counter) == 2
+    ckpt.restore(p1)
+    np.testing.assert_array_equal(w.numpy(), [1.0, 2.0])
+    assert int(ckpt.save_counter) == 1  # restored, as TensorFlow does: numbering continues
+    assert os.path.basename(ckpt.save(tmp_path / "ckpt")) == "ckpt-2"
+    assert ckpt.w is w  # root objects are attributes
+    ckpt.restore(None)  # a no-op: restore(manager.latest_checkpoint) with none yet
+
+
+def test_dtypes_and_scalars_round_trip(tmp_path):
+    made = {"f64": np.arange(6.0).reshape(2, 3),
+            "i32": np.array([1, -7], np.int32), "u8": np.array([255, 0], np.uint8),
+            "b": np.array([True, False]), "scalar": np.float32(3.25),
+            "c": np.array([1 + 2j], np.complex64), "empty": np.zeros((0, 3))}
+    vs = {k: tg.Variable(v) for k, v in made.items()}
+    tg.train.Checkpoint(**vs).write(tmp_path / "c")
+    for k, v in vs.items():
+        v.assign(np.zeros(v.shape, v.dtype))
+    tg.train.Checkpoint(**vs).restore(tmp_path / "c")
+    for k, v in vs.items():
+        assert v.dtype == np.asarray(made[k]).dtype and v.shape == np.shape(made[k])
+        np.testing.assert_array_equal(v.numpy(), made[k])
+
+
+def test_a_mismatch_lists_every_name_and_restores_nothing(tmp_path):
+    w, b, extra = tg.Variable(np.ones((2, 3))), tg.Variable(np.ones(3)), tg.Variable(1.0)
+    opt = tg.optimizers.Adam(0.1)
+    opt.apply_gradients([(tg.ones_like(w), w)])
+    tg.train.Checkpoint(model={"w": w, "b": b, "extra": extra}, optimizer=opt).write(
+        tmp_path / "c")
+    w2, b2, new = tg.Variable(np.zeros((3, 2))), tg.Variable(np.zeros(3, np.float32)), \
+        tg.Variable(0.0)
+    opt2 = tg.optimizers.Adam(0.1)
+    with pytest.raises(CheckpointError, match=r"(?s)nothing was restored.*"
+                       r"missing in the checkpoint \(1\): model/new.*"
+                       r"unexpected in the checkpoint.*\(1\): model/extra.*"
+                       r"shape or dtype mismatch \(4\): model/b: checkpoint \(3,\) float64, "
+                       r"object \(3,\) float32; model/w: checkpoint \(2, 3\) float64, object "
+                       r"\(3, 2\) float64; optimizer/slots/model/w/m"):
+        tg.train.Checkpoint(model={"w": w2, "b": b2, "new": new}, optimizer=opt2).restore(
+            tmp_path / "c")
+    assert not np.any(w2.numpy()) and not np.any(b2.numpy()) and int(opt2.iterations) == 0
+    assert opt2._slots == {}  # the slots made to check them are removed again
+
+
+def test_existing_slots_missing_in_the_checkpoint_are_reported(tmp_path):
+    w = tg.Variable([1.0])
+    opt = tg.optimizers.Adam(0.1)
+    tg.train.Checkpoint(w=w, optimizer=opt).write(tmp_path / "c")  # before the first step
+    opt.apply_gradients([(tg.constant([1.0]), w)])
+    with pytest.raises(CheckpointError, match=r"missing in the checkpoint \(2\): "
+                                              r"optimizer/slots/w/m, optimizer/slots/w/v"):
+        tg.train.Checkpoint(w=w, optimizer=opt).restore(tmp_path / "c")
+    assert int(opt.iterations) == 1
+
+
+def test_slots_of_a_variable_outside_the_checkpoint_are_refused(tmp_path):
+    w = tg.Variable([1.0])
+    opt = tg.optimizers.Adam(0.1)
+    opt.apply_gradients([(tg.constant([1.0]), w)])
+    with pytest.raises(ValueError, match="has slots \\(m, v\\) for a Variable that none of "
+                                         "the checkpoint's objects holds; add"):
+        tg.train.Checkpoint(optimizer=opt).write(tmp_path / "c")
+
+
+def _saved(tmp_path):
+    w = tg.Variable(np.arange(1000.0))
+    ckpt = tg.train.Checkpoint(w=w)
+    path = ckpt.write(tmp_path / "c")
+    data = tmp_path / json.loads((tmp_path / "c.index.json").read_text())["data"]
+    w.assign(np.zeros(1000))
+    return ckpt, w, path, data
+
+
+def test_a_corrupted_data_file_is_refused_and_nothing_restored(tmp_path):
+    ckpt, w, path, data = _saved(tmp_path)
+    raw = bytearray(data.read_bytes())
+    raw[-100] ^= 0xFF  # one flipped byte in the arrays (the header stays valid)
+    data.write_bytes(bytes(raw))
+    with pytest.raises(CheckpointError, match=r"the data of w in .* does not match the index "
+                                              r"\(shape, dtype or CRC-32 checksum\): the file "
+                                              r"is corrupted; nothing was restored"):
+        ckpt.restore(path)
+    assert not np.any(w.numpy())
+
+
+def test_a_truncated_data_file_is_refused(tmp_path):
+    ckpt, w, path, data = _saved(tmp_path)
+    data.write_bytes(data.read_bytes()[:-8])
+    with pytest.raises(CheckpointError, match=r"is truncated or damaged \(safetensors: .*\); "
+                                              "nothing was restored"):
+        ckpt.restore(path)
+    assert not np.any(w.numpy())
+
+
+def test_a_damaged_index_or_missing_files_are_refused(tmp_path):
+    ckpt, w, path, data = _saved(tmp_path)
+    index = tmp_path / "c.index.json"
+    text = index.read_text()
+    index.write_text(text[:len(text) // 2])
+    with pytest.raises(CheckpointError, match="is not valid JSON"):
+        ckpt.restore(path)
+    index.write_text(text.replace('"version": 1', '"version": 99'))
+    with pytest.raises(CheckpointError, match="format version 99; this tapegrad reads version 1"):
+        ckpt.restore(path)
+    index.write_text(text)
+    data.unlink()
+    with pytest.raises(CheckpointError, match="its data file .* is missing"):
+        ckpt.restore(path)
+    with pytest.raises(FileNotFoundError, match=r"no checkpoint there: .*nope.index.json"):
+        ckpt.restore(tmp_path / "nope")
+    with pytest.raises(FileNotFoundError, match=r"a directory: pass tg.train.latest_checkpoint"):
+        ckpt.restore(tmp_path)
+    assert not np.any(w.numpy())
+
+
+def _fail_mid_write(monkeypatch):
+    """Make safetensors write half a file and then fail, as a full disk would."""
+    real = safetensors_numpy.save_file
+
+    def half(tensors, filename, metadata=None):
+        real(tensors, filename, metadata=metadata)
+        with open(filename, "r+b") as f:
+            f.truncate(os.path.getsize(filename) // 2)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(safetensors_numpy, "save_file", half)
+
+
+def test_a_failed_write_leaves_the_previous_checkpoint_at_that_path(tmp_path, monkeypatch):
+    w = tg.Variable([1.0, 2.0])
+    ckpt = tg.train.Checkpoint(w=w)
+    ckpt.write(tmp_path / "c")
+    before = sorted(os.listdir(tmp_path))
+    w.assign([5.0, 6.0])
+    _fail_mid_write(monkeypatch)
+    with pytest.raises(OSError, match="No space left"):
+        ckpt.write(tmp_path / "c")
+    monkeypatch.undo()
+    assert sorted(os.listdir(tmp_path)) == before  # no temporary file left
+    ckpt.restore(tmp_path / "c")
+    np.testing.assert_array_equal(w.numpy(), [1.0, 2.0])
+
+
+def test_a_failure_at_the_index_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
+    w = tg.Variable([1.0, 2.0])
+    ckpt = tg.train.Checkpoint(w=w)
+    ckpt.write(tmp_path / "c")
+    before = sorted(os.listdir(tmp_path))
+    w.assign([5.0, 6.0])
+    real = os.replace
+
+    def crash_at_commit(src, dst):
+        if str(dst).endswith(".index.json"):
+            raise OSError(5, "Input/output error")
+        real(src, dst)
+
+    monkeypatch.setattr(os, "replace", crash_at_commit)
+    with pytest.raises(OSError, match="Input/output error"):
+        ckpt.write(tmp_path / "c")
+    monkeypatch.undo()
+    assert sorted(os.listdir(tmp_path)) == before
+    ckpt.restore(tmp_path / "c")
+    np.testing.assert_array_equal(w.numpy(), [1.0, 2.0])
+    w.assign([5.0, 6.0])
+    ckpt.write(tmp_path / "c")  # overwriting replaces the data file too
+    assert len([n for n in os.listdir(tmp_path) if n.endswith(".safetensors")]) == 1
+
+
+def test_a_failed_manager_save_keeps_the_latest_and_the_counter(tmp_path, monkeypatch):
+    w = tg.Variable([1.0])
+    ckpt = tg.train.Checkpoint(w=w)
+    manager = tg.train.CheckpointManager(ckpt, tmp_path, max_to_keep=2)
+    first = manager.save()
+    w.assign([2.0])
+    _fail_mid_write(monkeypatch)
+    with pytest.raises(OSError, match="No space left"):
+        manager.save()
+    monkeypatch.undo()
+    assert manager.latest_checkpoint == first == tg.train.latest_checkpoint(tmp_path)
+    assert int(ckpt.save_counter) == 1
+    assert sorted(os.listdir(tmp_path)) == sorted(
+        ["checkpoint", "ckpt-1.index.json", os.path.basename(_data(first))])
+    ckpt.restore(manager.latest_checkpoint)
+    np.testing.assert_array_equal(w.numpy(), [1.0])
+
+
+def _data(path):
+    with open(path + ".index.json") as f:
+        return os.path.join(os.path.dirname(path), json.load(f)["data"])
+
+
+def test_manager_keeps_the_last_max_to_keep_and_a_new_manager_continues(tmp_path):
+    w = tg.Variable([0.0])
+    ckpt = tg.train.Checkpoint(w=w)
+    manager = tg.train.CheckpointManager(ckpt, tmp_path / "run", max_to_keep=2)
+    assert manager.latest_checkpoint is None and manager.checkpoints == []
+    paths = []
+    for k in range(3):
+        w.assign([float(k)])
+        paths.append(manager.save())
+    assert [os.path.basename(p) for p in paths] == ["ckpt-1", "ckpt-2", "ckpt-3"]
+    assert manager.checkpoints == paths[1:] and manager.latest_checkpoint == paths[2]
+    assert not os.path.exists(paths[0] + ".index.json")
+    assert len([n for n in os.listdir(tmp_path / "run") if n.endswith(".safetensors")]) == 2
+    # a restarted job: new objects, new manager on the same directory
+    w2 = tg.Variable([-1.0])
+    ckpt2 = tg.train.Checkpoint(w=w2)
+    manager2 = tg.train.CheckpointManager(ckpt2, tmp_path / "run", max_to_keep=2)
+    assert manager2.checkpoints == paths[1:]
+    ckpt2.restore(manager2.latest_checkpoint)
+    assert float(w2.numpy()[0]) == 2.0 and int(ckpt2.save_counter) == 3
+    assert os.path.basename(manager2.save()) == "ckpt-4"
+    assert os.path.basename(manager2.save(checkpoint_number=100)) == "ckpt-100"
+    assert [os.path.basename(p) for p in manager2.checkpoints] == ["ckpt-4", "ckpt-100"]
+    assert tg.train.latest_checkpoint(tmp_path / "run") == manager2.latest_checkpoint
+
+
+def test_manager_and_checkpoint_argument_errors():
+    ckpt = tg.train.Checkpoint(w=tg.Variable(1.0))
+    with pytest.raises(ValueError, match=r"max_to_keep must be an int >= 1 or None \(keep "
+                                         r"all\), got 0"):
+        tg.train.CheckpointManager(ckpt, "unused", max_to_keep=0)
+    with pytest.raises(TypeError, match="expected a tg.train.Checkpoint, got dict; wrap"):
+        tg.train.CheckpointManager({"w": 1}, "unused", max_to_keep=1)
+    with pytest.raises(ValueError, match="'save_counter' is the name of the checkpoint's own"):
+        tg.train.Checkpoint(save_counter=tg.Variable(1.0))
+    with pytest.raises(AttributeError, match="no attribute 'model' \\(its objects: w\\)"):
+        ckpt.model  # noqa: B018
+
+
+def test_a_damaged_state_file_is_reported(tmp_path):
+    (tmp_path / "checkpoint").write_text("{not json")
+    with pytest.raises(CheckpointError, match="checkpoint state file .* is damaged"):
+        tg.train.latest_checkpoint(tmp_path)
+
+
+def test_variables_holding_jax_arrays_after_a_compiled_step_are_saved(tmp_path):
+    pytest.importorskip("jax")
+    if _backend.default_namespace() is not np:
+        pytest.skip("tg.function writes values back in the default backend's arrays")
+    w = tg.Variable(np.array([1.0, -2.0], np.float32))
+    opt = tg.optimizers.Adam(0.1)
+
+    @tg.function
+    def step():
+        with tg.GradientTape() as tape:
+            loss = tg.sum(w ** 2)
+        opt.apply_gradients(zip(tape.gradient(loss, [w]), [w]))
+
+    step()
+    step()
+    assert type(w._value).__module__.startswith("jax")
+    expected = w.numpy().copy()
+    m = opt._slots[w._id]["m"].numpy().copy()
+    path = tg.train.Checkpoint(w=w, opt=opt).write(tmp_path / "c")
+    w2, opt2 = tg.Variable(np.zeros(2, np.float32)), tg.optimizers.Adam(0.1)
+    tg.train.Checkpoint(w=w2, opt=opt2).restore(path)
+    np.testing.assert_array_equal(w2.numpy(), expected)
+    np.testing.assert_array_equal(opt2._slots[w2._id]["m"].numpy(), m)
+    assert int(opt2.iterations) == 2
+    tg.train.Checkpoint(w=w, opt=opt).restore(path)  # into the JAX-valued Variables too
+    np.testing.assert_array_equal(w.numpy(), expected)
