@@ -76,21 +76,22 @@ def test_names_are_paths_of_attributes_lists_dicts_and_slots(tmp_path):
     path = tg.train.Checkpoint(model=model, optimizer=opt).write(tmp_path / "c")
     index = json.loads((tmp_path / "c.index.json").read_text())
     names = [r["name"] for r in index["tensors"]]
-    for name in ["model/steps", "optimizer/iterations", "save_counter",
+    for name in ["model/steps", "optimizer/iterations", "optimizer/_learning_rate", "save_counter",
                  "model/encoder/dense_1/kernel", "model/encoder/dense_2/bias",
                  "model/heads/0/kernel", "model/extra/scale",
-                 "optimizer/slots/model/encoder/dense_1/kernel/m",
-                 "optimizer/slots/model/extra/scale/v"]:
+                 "optimizer/slots/model/encoder/dense_1/kernel/momentum",
+                 "optimizer/slots/model/extra/scale/velocity"]:
         assert name in names
-    assert len(names) == 7 + 1 + 1 + 1 + 2 * 7  # weights, steps, iterations, counter, m & v
+    # weights, steps, iterations, learning rate, counter, momentum and velocity of each weight
+    assert len(names) == 7 + 1 + 1 + 1 + 1 + 2 * 7
     # the data file is plain safetensors with the same names and values
     data = safetensors_numpy.load_file(str(tmp_path / index["data"]))
     np.testing.assert_array_equal(data["model/encoder/dense_1/kernel"],
                                   model.encoder.dense_1.kernel.numpy())
     assert data["optimizer/iterations"] == 1 and path == os.fspath(tmp_path / "c")
-    slot = next(r for r in index["tensors"] if r["name"].endswith("dense_1/kernel/m"))
+    slot = next(r for r in index["tensors"] if r["name"].endswith("dense_1/kernel/momentum"))
     assert slot["slot"] == {"optimizer": "optimizer",
-                            "variable": "model/encoder/dense_1/kernel", "name": "m"}
+                            "variable": "model/encoder/dense_1/kernel", "name": "momentum"}
     assert slot["shape"] == [4, 8] and slot["dtype"] == "float32"
 
 
@@ -178,7 +179,7 @@ def test_a_mismatch_lists_every_name_and_restores_nothing(tmp_path):
                        r"unexpected in the checkpoint.*\(1\): model/extra.*"
                        r"shape or dtype mismatch \(4\): model/b: checkpoint \(3,\) float64, "
                        r"object \(3,\) float32; model/w: checkpoint \(2, 3\) float64, object "
-                       r"\(3, 2\) float64; optimizer/slots/model/w/m"):
+                       r"\(3, 2\) float64; optimizer/slots/model/w/momentum"):
         tg.train.Checkpoint(model={"w": w2, "b": b2, "new": new}, optimizer=opt2).restore(
             tmp_path / "c")
     assert not np.any(w2.numpy()) and not np.any(b2.numpy()) and int(opt2.iterations) == 0
@@ -191,7 +192,7 @@ def test_existing_slots_missing_in_the_checkpoint_are_reported(tmp_path):
     tg.train.Checkpoint(w=w, optimizer=opt).write(tmp_path / "c")  # before the first step
     opt.apply_gradients([(tg.constant([1.0]), w)])
     with pytest.raises(CheckpointError, match=r"missing in the checkpoint \(2\): "
-                                              r"optimizer/slots/w/m, optimizer/slots/w/v"):
+                                              r"optimizer/slots/w/momentum, optimizer/slots/w/velocity"):
         tg.train.Checkpoint(w=w, optimizer=opt).restore(tmp_path / "c")
     assert int(opt.iterations) == 1
 
@@ -200,7 +201,7 @@ def test_slots_of_a_variable_outside_the_checkpoint_are_refused(tmp_path):
     w = tg.Variable([1.0])
     opt = tg.optimizers.Adam(0.1)
     opt.apply_gradients([(tg.constant([1.0]), w)])
-    with pytest.raises(ValueError, match="has slots \\(m, v\\) for a Variable that none of "
+    with pytest.raises(ValueError, match="has slots \\(momentum, velocity\\) for a Variable that none of "
                                          "the checkpoint's objects holds; add"):
         tg.train.Checkpoint(optimizer=opt).write(tmp_path / "c")
 
@@ -394,12 +395,12 @@ def test_variables_holding_jax_arrays_after_a_compiled_step_are_saved(tmp_path):
     step()
     assert type(w._value).__module__.startswith("jax")
     expected = w.numpy().copy()
-    m = opt._slots[w._id]["m"].numpy().copy()
+    m = opt._slots[w._id]["momentum"].numpy().copy()
     path = tg.train.Checkpoint(w=w, opt=opt).write(tmp_path / "c")
     w2, opt2 = tg.Variable(np.zeros(2, np.float32)), tg.optimizers.Adam(0.1)
     tg.train.Checkpoint(w=w2, opt=opt2).restore(path)
     np.testing.assert_array_equal(w2.numpy(), expected)
-    np.testing.assert_array_equal(opt2._slots[w2._id]["m"].numpy(), m)
+    np.testing.assert_array_equal(opt2._slots[w2._id]["momentum"].numpy(), m)
     assert int(opt2.iterations) == 2
     tg.train.Checkpoint(w=w, opt=opt).restore(path)  # into the JAX-valued Variables too
     np.testing.assert_array_equal(w.numpy(), expected)

@@ -63,7 +63,7 @@ def _is_optimizer(obj) -> bool:
 def _children(obj) -> list:
     """``[(name, value)]``: a dict's items, a list's or tuple's elements, or an object's
     attributes (``__dict__`` and ``__slots__``; an optimizer's ``_slots`` is left to the
-    slot pass)."""
+    slot pass, and its ``_variables`` index is skipped)."""
     if isinstance(obj, dict):
         return [(str(k), v) for k, v in obj.items()]
     if isinstance(obj, (list, tuple)):
@@ -78,6 +78,7 @@ def _children(obj) -> list:
                 attrs.setdefault(name, getattr(obj, name))
     if _is_optimizer(obj):
         del attrs["_slots"]
+        attrs.pop("_variables", None)  # Keras's index of its iterations, learning rate and slots
     return list(attrs.items())
 
 
