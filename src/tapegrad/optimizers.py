@@ -71,6 +71,7 @@ class Optimizer:
         ``zip(grads, variables)``; a gradient is a Tensor or backend array of the variable's
         shape (cast to its dtype if needed). ``None`` gradients are skipped with a
         ``UserWarning`` naming the variables. ``iterations`` is incremented once and returned.
+        Lazy gradients (Dask) are evaluated together, in one graph, before any update.
 
         Raises ``TypeError`` if a target is not a Variable, ``ValueError`` if a gradient's
         shape differs from its variable's or if every gradient is ``None``. Nothing is
@@ -107,6 +108,8 @@ class Optimizer:
             warnings.warn(f"{self.name}.apply_gradients: gradients do not exist for variables "
                           f"{missing} when minimizing the loss; they are not updated",
                           UserWarning, stacklevel=2)
+        gs = _backend.materialize([g for _, _, g in pairs], [value for _, value, _ in pairs])
+        pairs = [(v, value, g) for (v, value, _), g in zip(pairs, gs)]  # lazy ones: one graph
         lr = self._current_learning_rate()
         update = self._update
         for v, value, g in pairs:
