@@ -31,11 +31,11 @@ def materialize(arrays, keep):
     import dask
 
     if not any(keep):
-        return list(dask.compute(*arrays))
+        return [np.asarray(a) for a in dask.compute(*arrays)]  # 0-d results are NumPy scalars
     out = list(dask.persist(*arrays))
     wanted = [i for i, k in enumerate(keep) if not k]
     for i, a in zip(wanted, dask.compute(*[out[i] for i in wanted])):
-        out[i] = a
+        out[i] = np.asarray(a)
     return out
 
 
