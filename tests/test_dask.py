@@ -271,7 +271,7 @@ def client():
 
 
 def test_cluster_gradients_equal_numpy_to_first_and_second_order(client):
-    x, labels, dx, dlabels = _data(rows=60, chunks=11)
+    x, labels, dx, dlabels = _data(rows=60, chunks=30)
     w0, v = np.array([0.3, -0.2, 0.1]), np.array([1.0, 0.5, -1.5])
     lazy = _first_and_second_order(dx, dlabels, w0, -0.1, v)
     assert all(isinstance(t._value, da.Array) for t in lazy)
@@ -283,7 +283,7 @@ def test_cluster_gradients_equal_numpy_to_first_and_second_order(client):
 
 
 def test_the_example_trains_on_the_cluster(client, capsys):
-    result = example.train(client, rows=20_000, steps=4, chunk_rows=5_000, learning_rate=0.2)
+    result = example.train(client, rows=20_000, steps=3, chunk_rows=10_000, learning_rate=0.2)
     losses = result["losses"]
     assert losses[0] == pytest.approx(np.log(2.0), rel=1e-12)  # w = 0, b = 0: p = 1/2
     assert all(b < a for a, b in zip(losses, losses[1:])) and result["loss"] < losses[-1]
