@@ -230,6 +230,13 @@ def test_scatter_update_reports_a_bad_value_shape_when_called():
         x[np.array([0, 2]), np.array([1, 3])] = tg.asarray(da.ones(3, chunks=2))
 
 
+def test_scatter_update_reports_an_index_out_of_range_when_called():
+    x = tg.asarray(da.zeros((3, 4), chunks=2))
+    with pytest.raises(IndexError, match=r"tensor index \[5\] is invalid for a tensor of "
+                                         r"shape \(3, 4\)"):
+        x[5] = 1.0
+
+
 def test_erf_and_gelu_gradient_are_lazy_and_match_scipy():
     x = np.linspace(-3.0, 3.0, 13)
     with lazy_only:

@@ -95,7 +95,8 @@ KERNELS = {"materialize": materialize, "erf": erf, "scatter_add": scatter_add,
 
 # --- basic keys ----------------------------------------------------------------------------------
 def _is_basic(k):
-    return k is None or k is Ellipsis or isinstance(k, (slice, int, np.integer))
+    return k is None or k is Ellipsis or (isinstance(k, (slice, int, np.integer))
+                                          and not isinstance(k, bool))
 
 
 def _axis_parts(parts, ndim):
@@ -110,19 +111,19 @@ def _axis_parts(parts, ndim):
 def _scatter_basic(shape, dtype, parts, values):
     import dask.array as da
 
-    axes = _axis_parts(parts, len(shape))
+    target = _indexed_shape(shape, tuple(parts))  # raises IndexError for a bad key
     ranges = []
-    for k, n in zip(axes, shape):
+    for k, n in zip(_axis_parts(parts, len(shape)), shape):
         if isinstance(k, slice):
             ranges.append(range(*k.indices(n)))
         else:
-            i = int(k) % n if n else int(k)
+            i = int(k) + n if int(k) < 0 else int(k)
             ranges.append(range(i, i + 1))
     if any(len(r) == 0 for r in ranges):
         return da.zeros(shape, dtype=dtype)
     # the axes of None and of ints have size 1, so reshaping to one axis per axis of the
     # output keeps the order of the elements
-    v = da.broadcast_to(values, _indexed_shape(shape, tuple(parts)))
+    v = da.broadcast_to(values, target)
     v = v.astype(dtype).reshape(tuple(len(r) for r in ranges))
     for axis, (r, n) in enumerate(zip(ranges, shape)):
         if r.step < 0:
@@ -158,7 +159,7 @@ def _row_key(parts, ndim):
     index = parts[pos]
     if isinstance(index, np.ndarray) and index.dtype == bool and index.ndim == 1:
         index = np.flatnonzero(index)
-    if np.dtype(index.dtype).kind not in "iu":
+    if getattr(index, "dtype", np.dtype(bool)).kind not in "iu":
         return None
     axis = ndim - len(parts) + pos if Ellipsis in parts[:pos] else pos
     return axis, index
