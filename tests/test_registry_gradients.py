@@ -13,9 +13,11 @@ import numpy as np
 import pytest
 
 import tapegrad as tg  # imports every op module, filling the registry
-# The example registers its own op (DigitsElu); import it here so the cases do not depend on
-# whether test_digits.py was collected first (node ids of a partial run must match a full run's).
+# The examples register their own ops (DigitsElu, StableLogSigmoid); import them here so the
+# cases do not depend on whether test_digits.py or test_dask.py was collected first (node ids of
+# a partial run must match a full run's).
 import tapegrad.examples.digits  # noqa: F401
+import tapegrad.examples.distributed_regression  # noqa: F401
 
 # Ops of a symmetric matrix that read only its lower triangle and return the symmetric gradient
 # (as PyTorch and JAX do): the derivative along symmetric directions, not along every direction

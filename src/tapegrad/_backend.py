@@ -6,7 +6,9 @@ cached per array class, so resolution costs one dict lookup on the hot path.
 
 Kernels the standard lacks (scatter-add) are registered per namespace with
 :func:`register_kernel` and looked up with :func:`kernel`; a backend without its own kernel
-gets the NumPy one through a round trip (correct, not fast).
+gets the NumPy one through a round trip (correct, not fast). Dask's and CuPy's kernels
+(``tapegrad._kernels``) are loaded when an array of theirs first appears. A lazy backend
+(Dask) also has a ``materialize`` kernel, behind :func:`materialize` and :func:`is_lazy`.
 
 The *default namespace* holds the arrays made from Python values and NumPy arrays
 (``tg.constant``, ``tg.Variable``, creation functions). It is NumPy unless set with
@@ -64,6 +66,7 @@ def _resolve(value):
                 "or an array of an Array API backend (CuPy, Dask, array-api-strict)."
             ) from e
     _NAMESPACES[cls] = xp
+    _load_kernels(xp)
     return xp
 
 
@@ -117,6 +120,7 @@ def _import_namespace(name: str):
 
         module = array_api_compat.array_namespace(module.asarray([0]))
     _NAMESPACES.setdefault(type(module.asarray([0])), module)
+    _load_kernels(module)
     return module
 
 
@@ -170,6 +174,58 @@ def kernel(xp, name: str):
     raise NotImplementedError(
         f"the backend {xp.__name__!r} has no {name!r} kernel registered; register one with "
         f"tapegrad._backend.register_kernel({xp.__name__!r}, {name!r}, fn)")
+
+
+def is_lazy(value) -> bool:
+    """True for an array of a lazy backend (one with a ``materialize`` kernel: Dask)."""
+    if type(value) is np.ndarray or isinstance(value, _SCALARS) or value is None:
+        return False
+    return (namespace(value).__name__, "materialize") in _KERNELS
+
+
+def materialize(values, like=None) -> list:
+    """``values`` (a list of backend arrays) with the lazy ones evaluated, in one graph per
+    library, so that work they share runs once; other values are returned as they are.
+
+    like: a list as long as ``values``, or None. A lazy value whose ``like`` entry is an array
+    of its own library stays in it, evaluated and held (Dask: ``persist``; its graph then
+    holds no trace of the computation that made it); any other lazy value becomes a NumPy
+    array (Dask: ``compute``). ``Variable.assign`` and the optimizers call this, so that a
+    Variable never holds a graph of past steps.
+    """
+    groups = {}
+    for i, v in enumerate(values):
+        if is_lazy(v):
+            groups.setdefault(namespace(v).__name__, []).append(i)
+    out = list(values)
+    for name, idx in groups.items():
+        keep = [like is not None and namespace(like[i]) is namespace(values[i]) for i in idx]
+        for i, a in zip(idx, _KERNELS[(name, "materialize")]([values[i] for i in idx], keep)):
+            out[i] = a
+    return out
+
+
+_KERNEL_MODULES = {"array_api_compat.dask.array": "dask", "dask.array": "dask",
+                   "cupy": "cupy", "array_api_compat.cupy": "cupy"}
+
+
+def _load_kernels(xp) -> None:
+    """Register the kernels of Dask or CuPy (``tapegrad._kernels``) for ``xp`` if it is one."""
+    library = _KERNEL_MODULES.get(getattr(xp, "__name__", None))
+    if library is None or (xp.__name__, "_loaded") in _KERNELS:
+        return
+    if library == "dask":
+        from ._kernels.dask import KERNELS
+    else:
+        from ._kernels.cupy import KERNELS
+    for name, fn in KERNELS.items():
+        _KERNELS.setdefault((xp.__name__, name), fn)
+    _KERNELS[(xp.__name__, "_loaded")] = True
+
+
+def own_kernel(xp, name: str):
+    """The kernel ``name`` registered for namespace ``xp`` itself, or None (no NumPy fallback)."""
+    return None if xp is np else _KERNELS.get((xp.__name__, name))
 
 
 def to_numpy(a):

@@ -177,6 +177,8 @@ def _wrap(value) -> Tensor:
 
 
 def _short(t) -> str:
+    if _backend.is_lazy(t._value):  # printing does not compute
+        return repr(t._value)
     return np.array2string(t.numpy(), threshold=20, edgeitems=3, separator=", ").replace("\n", "")
 
 
@@ -193,7 +195,9 @@ class Variable(Tensor):
     A Variable works wherever a Tensor does; its value changes only through ``assign``,
     ``assign_add`` and ``assign_sub``. They rebind the array, or update it in place only when
     nothing else references it (NumPy, by reference count), so a tape or Tensor that holds an
-    older value still sees that value. Raises ``TypeError`` for string or object data.
+    older value still sees that value. A lazy value (Dask) is evaluated when assigned: held by
+    Dask (persisted) for a Dask Variable, computed to NumPy for a NumPy one. Raises
+    ``TypeError`` for string or object data.
     """
 
     __slots__ = ("trainable", "name")
@@ -202,7 +206,8 @@ class Variable(Tensor):
     def __init__(self, initial_value, trainable: bool = True, name: str | None = None, dtype=None):
         value = initial_value._value if isinstance(initial_value, Tensor) else initial_value
         dtype = _float_default(value, dtype, self._default_float)
-        super().__init__(_backend.asarray(_numeric(value, "Variable"), dtype=dtype, copy=True))
+        value = _backend.asarray(_numeric(value, "Variable"), dtype=dtype, copy=True)
+        super().__init__(_backend.materialize([value], [value])[0])
         self.trainable = bool(trainable)
         self.name = getattr(name_scopes, "prefix", "") + (
             name if name is not None else f"Variable:{self._id}")
@@ -219,6 +224,8 @@ class Variable(Tensor):
         v = value._value if isinstance(value, Tensor) else value
         xp = _backend.namespace(self._value)
         self._check_kind(v, "assign")
+        if type(v) is not np.ndarray:
+            v = _backend.materialize([v], [self._value])[0]
         return self._set(_backend.asarray(v, dtype=self._value.dtype, copy=True, xp=xp))
 
     def assign_add(self, delta):
@@ -279,6 +286,8 @@ class Variable(Tensor):
 
     def _set(self, v):
         old = self._value
+        if type(v) is not np.ndarray:  # a lazy value is evaluated: no graph of past steps
+            v = _backend.materialize([v], [old])[0]
         if tuple(v.shape) != tuple(old.shape):
             raise ValueError(
                 f"cannot assign a value of shape {tuple(v.shape)} to Variable {self.name!r} of "

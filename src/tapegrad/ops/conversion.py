@@ -1,5 +1,5 @@
 """``asarray`` (Array API creation function): a Tensor from Python data, a backend array or
-another Tensor.
+another Tensor; ``compute``, which evaluates lazy (Dask) Tensors together.
 
 It sits above :mod:`.elementwise` because a Tensor that it copies or casts is ``astype``, so
 that the copy keeps the gradient. Which backend creates the array, and how ``dtype`` and
@@ -46,4 +46,28 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     return Tensor(xp.asarray(obj, dtype=_xp_dtype(xp, dtype), device=device, copy=copy))
 
 
-__all__ = ["asarray"]
+def compute(*tensors):
+    """Evaluate lazy (Dask) Tensors together, in one graph, as ``dask.compute`` does.
+
+    tensors: Tensors, or lists/tuples of Tensors (e.g. ``tg.compute(loss, grads)``). Returns a
+    tuple with one entry per argument (a list/tuple for a list/tuple): each lazy Tensor becomes
+    a new Tensor holding the computed NumPy array (same shape and dtype); a Tensor of any
+    other backend is returned as it is. Work the Tensors share (the forward pass under a loss
+    and its gradients) runs once. The results are constants: no tape records this. Raises
+    ``TypeError`` for an argument that is not a Tensor or a list/tuple of Tensors.
+    """
+    flat = []
+    for i, arg in enumerate(tensors):
+        items = arg if isinstance(arg, (list, tuple)) else [arg]
+        for t in items:
+            if not isinstance(t, Tensor):
+                raise TypeError(f"tg.compute: argument {i} is or holds a "
+                                f"{type(t).__name__}; pass Tensors or lists/tuples of Tensors")
+        flat.extend(items)
+    values = _backend.materialize([t._value for t in flat])
+    done = iter([t if v is t._value else Tensor(v) for t, v in zip(flat, values)])
+    return tuple(type(a)(next(done) for _ in a) if isinstance(a, (list, tuple)) else next(done)
+                 for a in tensors)
+
+
+__all__ = ["asarray", "compute"]

@@ -67,12 +67,17 @@ def _as_key(key):
 def _getitem(x, *, key):
     try:
         return x[key]
-    except IndexError as e:
+    except (IndexError, NotImplementedError) as e:  # Dask: NotImplementedError
         portable = None if isinstance(x, (np.ndarray, np.generic)) else _portable_key(x, key)
         if portable is not None:
             try:
                 return x[portable]
-            except IndexError:
+            except (IndexError, NotImplementedError):
+                pass
+            try:  # a backend's own pointwise indexing (Dask's vindex), with NumPy indices
+                zeros = np.lib.stride_tricks.as_strided(np.zeros(1), x.shape, (0,) * x.ndim)
+                return _kernel(_ns(x), "getitem_points")(x, _portable_key(zeros, key))
+            except NotImplementedError:
                 pass
         raise IndexError(f"tensor index {_describe(key)} is invalid for a tensor of shape "
                          f"{tuple(x.shape)}: {e}") from None
@@ -247,8 +252,11 @@ def _update(x, v, *, key):
     """A copy of the backend array ``x`` with ``[key]`` set to ``v`` (cast to ``x``'s dtype)."""
     xp = _ns(x)
     v = xp.astype(xp.asarray(v), x.dtype, copy=False)
-    out = xp.asarray(x, copy=True)
+    own = _backend.own_kernel(xp, "scatter_update")  # Dask's: its item assignment misses keys
     try:
+        if own is not None:
+            return own(x, key, v)
+        out = xp.asarray(x, copy=True)
         try:
             out[key] = v
         except (IndexError, TypeError):

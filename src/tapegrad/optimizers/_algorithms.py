@@ -211,6 +211,7 @@ class Optimizer:
         ``zip(grads, variables)``; a gradient is a Tensor or backend array of the variable's
         shape (cast to its dtype if needed). ``None`` gradients are skipped with a
         ``UserWarning`` naming the variables. ``iterations`` is incremented once and returned.
+        Lazy gradients (Dask) are evaluated together, in one graph, before any update.
 
         Raises ``TypeError`` if a target is not a Variable, ``ValueError`` if a gradient's
         shape differs from its variable's or if every gradient is ``None``. Nothing is
@@ -225,9 +226,11 @@ class Optimizer:
             if g is None:
                 missing.append(v.name)
                 continue
-            value = v._value
-            if isinstance(g, Tensor):
-                g = g._value
+            variables.append(v)
+            grads.append(g._value if isinstance(g, Tensor) else g)
+        values = [v._value for v in variables]
+        grads = _backend.materialize(grads, values)  # lazy ones (Dask): one graph
+        for k, (v, value, g) in enumerate(zip(variables, values, grads)):
             if type(g) is not type(value):  # a list, or an array of another library
                 g = _backend.asarray(g, xp=_ns(value))
             if g.shape != value.shape:
@@ -237,8 +240,7 @@ class Optimizer:
                                  "variable's shape (check the order of the pairs)")
             if g.dtype != value.dtype:
                 g = _ns(value).astype(g, value.dtype)  # same library: dtypes compare
-            variables.append(v)
-            grads.append(g)
+            grads[k] = g
         if missing:
             if not variables:
                 raise ValueError(f"{self.name}.apply_gradients: no gradients provided for any "
