@@ -1,0 +1,41 @@
+"""tapegrad.examples.digits_cnn: the model's shapes and variables, a checkpoint-restored run
+that reaches 98% held-out accuracy, and its usage error."""
+import numpy as np
+import pytest
+
+pytest.importorskip("sklearn")
+pytest.importorskip("safetensors")
+
+import tapegrad as tg  # noqa: E402
+from tapegrad.examples import digits_cnn  # noqa: E402
+
+
+def test_model_collects_its_variables_by_path_and_gives_logits():
+    model = digits_cnn.DigitsCNN(0)
+    names = [path for path, _ in model.named_variables()]
+    assert names == ["conv1/bias", "conv1/kernel", "conv2/bias", "conv2/kernel",
+                     "dense1/bias", "dense1/kernel", "dense2/bias", "dense2/kernel"]
+    assert sum(int(np.prod(v.shape)) for v in model.trainable_variables) == (
+        9 * 32 + 32 + 9 * 32 * 64 + 64 + 1024 * 128 + 128 + 128 * 10 + 10)
+    x = tg.constant(np.random.default_rng(0).uniform(size=(5, 8, 8, 1)).astype(np.float32))
+    logits = model(x)
+    assert logits.shape == (5, 10) and logits.dtype == tg.float32
+    np.testing.assert_array_equal(model(x).numpy(), logits.numpy())  # no dropout at inference
+    assert not np.array_equal(model(x, training=True).numpy(), logits.numpy())
+
+
+def test_run_restored_from_a_midway_checkpoint_reaches_98_percent(tmp_path, capsys):
+    out = digits_cnn.main(["--checkpoint-dir", str(tmp_path)])
+    printed = capsys.readouterr().out
+    assert "restored a fresh model and optimizer" in printed and "(step 270)" in printed
+    assert out["checkpoint"].endswith("ckpt-1") and (tmp_path / "ckpt-1.index.json").exists()
+    assert out["accuracy"] >= 0.98, out["accuracy"]
+    assert f"test accuracy: {out['accuracy']:.3f}" in printed
+    assert np.mean(out["losses"][-45:]) < 0.2 * np.mean(out["losses"][:45])
+
+
+def test_one_epoch_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as info:
+        digits_cnn.main(["--epochs", "1"])
+    assert info.value.code == 2
+    assert "--epochs must be at least 2" in capsys.readouterr().err
