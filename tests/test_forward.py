@@ -29,6 +29,8 @@ def _flat(ts):
 # section of docs/architecture.md.
 JVP_FALLBACK = {
     "DigitsElu": "the digits example's op shows a user op with a gradient and no JVP rule",
+    "StableLogSigmoid": "the distributed regression example's op, a user op with a gradient "
+                        "and no JVP rule, like DigitsElu",
 }
 
 

@@ -352,6 +352,21 @@ def _new_record(opdef, args, attrs, outs):
 _SCALAR_TYPES = frozenset(_SCALARS)
 
 
+def observed_record(opdef, args, attrs, outs):
+    """The record of an op that ran while an observer watched it (forward mode), on no tape:
+    it keeps every input and output, as a JVP rule may read any of them."""
+    op = _new_object(Operation)
+    op._opdef = opdef
+    op._gdef = _state.overrides.get(opdef.type, opdef) if _overriding else opdef
+    if not all(type(a) is Tensor or type(a) in _SCALAR_TYPES for a in args):
+        args = tuple([_as_input(a) for a in args])
+    op.inputs, op.outputs, op.attrs = args, outs, attrs
+    op._in_ids = tuple([a._id if isinstance(a, Tensor) else None for a in args])
+    op._out_ids = tuple([o._id for o in outs])
+    op._float_out = tuple([o._id for o in outs if _floating(o._value)])
+    return op
+
+
 # --- raw-array reads and conversions of traced tensors ---------------------------------------
 def _traced(t) -> bool:
     return any(not tape._observer and t._id in tape._watched for tape in _state.tapes)

@@ -135,11 +135,3 @@ class OperationView:
         return (f"<OperationView {self.type} inputs={list(self.input_shapes)} "
                 f"outputs={list(self.output_shapes)}>")
 
-
-def view_of(opdef, args, attrs, outs) -> OperationView:
-    """A view of an op that ran but is recorded on no tape (what an observer sees), for
-    transformations such as forward mode: it keeps every input and output."""
-    op = _new_record(opdef, args, attrs, outs)
-    op.inputs, op.outputs = tuple(_as_input(a) for a in args), tuple(outs)
-    return OperationView(op)
-

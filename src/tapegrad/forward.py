@@ -20,7 +20,7 @@ from . import _records, _tape
 from ._records import Dropped
 from ._tape import GradientTape, UnconnectedGradients, _flatten, _unflatten, _zeros_for
 from ._tensor import Tensor, convert_to_tensor
-from ._views import OperationView, view_of
+from ._views import OperationView
 from .errors import GradientShapeError, describe_fn
 from .ops import arange, astype, reshape, stack, zeros, zeros_like
 from .ops import sum as _sum
@@ -98,10 +98,9 @@ class ForwardAccumulator:
             return
         state = _records._state
         saved = state.tapes
-        k = saved.index(self) if self in saved else len(saved)
-        state.tapes = [t for t in saved[:k] if not (t is self)]  # inner accumulators pause
+        state.tapes = saved[:saved.index(self)] if self in saved else saved  # inner ones pause
         try:
-            outs_t = _tangents(view_of(opdef, args, attrs, outs)._op, ins, True)
+            outs_t = _tangents(_records.observed_record(opdef, args, attrs, outs), ins, True)
         finally:
             state.tapes = saved
         for o, t in zip(outs, outs_t):
