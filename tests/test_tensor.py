@@ -163,6 +163,14 @@ def test_compat_tensorflow_float32_defaults_and_model_aliases():
     with tf.name_scope("block") as scope:
         v = tf.Variable(1.0, name="w")
     assert scope == "block/" and v.name == "block/w" and v.dtype == np.float32
+    assert tf.nn.conv2d is tg.nn.conv2d and tf.nn.conv2d_transpose is tg.nn.conv2d_transpose
+    assert tf.keras.optimizers.AdamW is tg.optimizers.AdamW is tf.optimizers.AdamW
+    assert tf.keras.optimizers.schedules.CosineDecay is tg.optimizers.schedules.CosineDecay
+    assert tf.train.Checkpoint is tg.train.Checkpoint
+    images = tf.random.normal([1, 4, 4, 2])
+    filters = tf.random.normal([3, 3, 2, 3])
+    y = tf.nn.conv2d(images, filters, strides=1, padding="SAME")
+    assert y.shape == (1, 4, 4, 3) and y.dtype == np.float32
 
 
 @pytest.mark.skipif(tg._backend.default_namespace() is not np,

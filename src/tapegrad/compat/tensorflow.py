@@ -6,7 +6,8 @@ default arguments bound by ``functools.partial``. The one difference from ``impo
 is TensorFlow's float32 default: ``constant``, ``convert_to_tensor``, ``Variable``, ``fill``
 and ``range`` make float32 tensors from Python floats; ``zeros``, ``ones``, ``eye``,
 ``random.normal`` and ``random.uniform`` are float32 unless given a dtype (``one_hot`` is
-float32 in tapegrad too). Known gaps: ``transpose`` takes the permutation positionally (not
+float32 in tapegrad too). ``nn`` (convolutions and pooling included), ``optimizers`` (also as
+``keras.optimizers``, with ``schedules``) and ``train`` are tapegrad's own. Known gaps: ``transpose`` takes the permutation positionally (not
 ``perm=``); ``gather`` has no ``batch_dims``.
 """
 from __future__ import annotations
@@ -73,3 +74,5 @@ random = types.SimpleNamespace(
     set_seed=_tg.random.set_seed, Generator=_tg.random.Generator,
     get_global_generator=_tg.random.get_global_generator,
 )
+train = _tg.train  # Checkpoint, CheckpointManager, latest_checkpoint
+keras = types.SimpleNamespace(optimizers=optimizers)  # tf.keras.optimizers.AdamW, .schedules
