@@ -57,7 +57,29 @@ class LearningRateSchedule:
         return cls(**config)
 
 
-class ExponentialDecay(LearningRateSchedule):
+class _RateDecay(LearningRateSchedule):
+    """Shared by the schedules of ``(initial_learning_rate, decay_steps, decay_rate,
+    staircase)``: ``_progress(step)`` is ``step / decay_steps``, floored if ``staircase``."""
+
+    def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase=False,
+                 name=None):
+        self.initial_learning_rate = initial_learning_rate
+        self.decay_steps = _positive(type(self).__name__, "decay_steps", decay_steps)
+        self.decay_rate = decay_rate
+        self.staircase = bool(staircase)
+        self.name = name or type(self).__name__
+
+    def _progress(self, step):
+        p = _step(step) / float(self.decay_steps)
+        return floor(p) if self.staircase else p
+
+    def get_config(self):
+        return {"initial_learning_rate": self.initial_learning_rate,
+                "decay_steps": self.decay_steps, "decay_rate": self.decay_rate,
+                "staircase": self.staircase, "name": self.name}
+
+
+class ExponentialDecay(_RateDecay):
     """``initial_learning_rate * decay_rate ^ (step / decay_steps)``; with ``staircase=True``
     the exponent is ``floor(step / decay_steps)``.
 
@@ -65,24 +87,8 @@ class ExponentialDecay(LearningRateSchedule):
     ``staircase`` (bool), ``name``. Raises ``ValueError`` if ``decay_steps <= 0``.
     """
 
-    def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase=False,
-                 name="ExponentialDecay"):
-        self.initial_learning_rate = initial_learning_rate
-        self.decay_steps = _positive(type(self).__name__, "decay_steps", decay_steps)
-        self.decay_rate = decay_rate
-        self.staircase = bool(staircase)
-        self.name = name
-
     def __call__(self, step):
-        p = _step(step) / float(self.decay_steps)
-        if self.staircase:
-            p = floor(p)
-        return float(self.initial_learning_rate) * float(self.decay_rate) ** p
-
-    def get_config(self):
-        return {"initial_learning_rate": self.initial_learning_rate,
-                "decay_steps": self.decay_steps, "decay_rate": self.decay_rate,
-                "staircase": self.staircase, "name": self.name}
+        return float(self.initial_learning_rate) * float(self.decay_rate) ** self._progress(step)
 
 
 class PiecewiseConstantDecay(LearningRateSchedule):
@@ -156,7 +162,7 @@ class PolynomialDecay(LearningRateSchedule):
                 "power": self.power, "cycle": self.cycle, "name": self.name}
 
 
-class InverseTimeDecay(LearningRateSchedule):
+class InverseTimeDecay(_RateDecay):
     """``initial_learning_rate / (1 + decay_rate * step / decay_steps)``; with
     ``staircase=True`` ``step / decay_steps`` is floored.
 
@@ -164,24 +170,9 @@ class InverseTimeDecay(LearningRateSchedule):
     ``name``. Raises ``ValueError`` if ``decay_steps <= 0``.
     """
 
-    def __init__(self, initial_learning_rate, decay_steps, decay_rate, staircase=False,
-                 name="InverseTimeDecay"):
-        self.initial_learning_rate = initial_learning_rate
-        self.decay_steps = _positive(type(self).__name__, "decay_steps", decay_steps)
-        self.decay_rate = decay_rate
-        self.staircase = bool(staircase)
-        self.name = name
-
     def __call__(self, step):
-        p = _step(step) / float(self.decay_steps)
-        if self.staircase:
-            p = floor(p)
-        return float(self.initial_learning_rate) / (1.0 + float(self.decay_rate) * p)
-
-    def get_config(self):
-        return {"initial_learning_rate": self.initial_learning_rate,
-                "decay_steps": self.decay_steps, "decay_rate": self.decay_rate,
-                "staircase": self.staircase, "name": self.name}
+        return float(self.initial_learning_rate) / (
+            1.0 + float(self.decay_rate) * self._progress(step))
 
 
 class CosineDecay(LearningRateSchedule):
