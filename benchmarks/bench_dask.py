@@ -40,6 +40,9 @@ def gradient(x, y, w, b):
     return tg.compute(loss, grads)
 
 
+CHUNK_ROWS = 1_000_000  # 128 MB chunks of x: 2 per worker
+
+
 def _median_time(fn, repeats):
     times = []
     for _ in range(repeats):
@@ -55,17 +58,20 @@ def in_memory(rows, repeats):
 
     w = tg.Variable(np.random.default_rng(1).normal(size=example.FEATURES) * 0.1)
     b = tg.Variable(0.05)
+    # NumPy first, with no cluster running: idle Dask processes (heartbeats, memory monitors)
+    # make one-process timings erratic on a 2-core machine
+    x, y, _ = example.make_data(rows, CHUNK_ROWS, seed=0)
+    x_np, y_np = (tg.asarray(a) for a in dask.compute(x, y, scheduler="threads"))
+    on_numpy = gradient(x_np, y_np, w, b)
+    t_numpy = _median_time(lambda: gradient(x_np, y_np, w, b), repeats)
+    del x_np, y_np
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=None) as cluster, Client(cluster):
-        x, y, _ = example.make_data(rows, 500_000, seed=0)
         x, y = dask.persist(x, y)  # the data live on the workers, in chunks
-        x_np, y_np = dask.compute(x, y)
         x, y = tg.asarray(x), tg.asarray(y)
-        x_np, y_np = tg.asarray(x_np), tg.asarray(y_np)
-        on_dask, on_numpy = gradient(x, y, w, b), gradient(x_np, y_np, w, b)
+        on_dask = gradient(x, y, w, b)
         for a, n in zip(on_dask[1] + [on_dask[0]], on_numpy[1] + [on_numpy[0]]):
             np.testing.assert_allclose(a.numpy(), n.numpy(), rtol=1e-10, atol=1e-12)
-        t_numpy = _median_time(lambda: gradient(x_np, y_np, w, b), repeats)
         t_dask = _median_time(lambda: gradient(x, y, w, b), repeats)
     print(f"\n1. in memory: {rows:,} x {example.FEATURES} float64, one full-batch gradient "
           f"(median of {repeats}, min in brackets)")
