@@ -147,3 +147,23 @@ def test_deconvolution_ops_name_bad_shapes():
         deconv.deconv2d(np.ones((4, 4)), np.ones(3))
     with pytest.raises(ValueError, match=r"Correlate2D: the window \(5, 5\) is larger than the signal \(4, 4\)"):
         deconv.correlate2d(np.ones((4, 4)), np.ones((5, 5)))
+
+
+@_NUMPY_ONLY
+def test_tapegrad_check_passes_the_deconvolution_example_and_fails_a_broken_copy(tmp_path):
+    import subprocess
+
+    def check(path):
+        return subprocess.run([sys.executable, "-m", "tapegrad", "check", str(path)],
+                              capture_output=True, text=True, timeout=300)
+
+    good = check(EXAMPLES / "deconvolution.py")
+    assert good.returncode == 0, good.stdout + good.stderr
+    assert "PASS      Deconv2D" in good.stdout and "PASS      Correlate2D" in good.stdout
+    source = (EXAMPLES / "deconvolution.py").read_text()
+    wrong = "return correlate2d(dy, psf) * 1.01, correlate2d(dy, image)"
+    broken = tmp_path / "broken_deconvolution.py"
+    broken.write_text(source.replace("return correlate2d(dy, psf), correlate2d(dy, image)", wrong))
+    bad = check(broken)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "FAIL      Deconv2D" in bad.stdout and "result: 1 passed, 1 failed" in bad.stdout
