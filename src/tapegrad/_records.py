@@ -251,7 +251,7 @@ def record(opdef, args, attrs, out):
     t._id = next(_tensor_ids)
     tapes = _state.tapes
     if len(tapes) == 1 and not tapes[0]._observer:
-        tape = tapes[0]  # the common case, inlined: one tape, no Variable among the inputs
+        tape = tapes[0]  # the common case, inlined: one tape
         watched = tape._watched
         traced = False
         for a in args:
@@ -259,8 +259,10 @@ def record(opdef, args, attrs, out):
                 if a._id in watched:
                     traced = True
             elif isinstance(a, Variable):
-                record_outputs(opdef, args, attrs, (t,))
-                return t
+                if tape._watch_vars and a.trainable:
+                    tape._note_variable(a)
+                if a._id in watched:
+                    traced = True
         if not traced:
             return t
         op = _new_record(opdef, args, attrs, (t,))

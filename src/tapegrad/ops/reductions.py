@@ -72,7 +72,9 @@ def _count(shape, axis) -> int:
 
 def _expand_to(dy, x, axis):
     """Broadcast a reduction's cotangent ``dy`` back to the shape of ``x``."""
-    return broadcast_to(reshape(dy, _kept_shape(x.shape, axis)), x.shape)
+    if dy.ndim not in (0, x.ndim):  # the reduced axes are gone: restore them as size 1
+        dy = reshape(dy, _kept_shape(x.shape, axis))
+    return broadcast_to(dy, x.shape)
 
 
 def _kept(t, x, axis):
@@ -116,12 +118,15 @@ def sum(x, /, *, axis=None, dtype=None, keepdims=False):  # noqa: A001 - Array A
 
 def _sum_to(g, shape):
     """Sum ``g`` over the leading axes and the axes where ``shape`` has 1 (undo broadcasting)."""
+    shape = tuple(shape)
+    if g.shape == shape:
+        return g
     lead = g.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1)
     if axes:
         g = _sum(g, axis=axes)
-    return g if g.shape == tuple(shape) else reshape(g, shape)
+    return g if g.shape == shape else reshape(g, shape)
 
 
 def mean(x, /, *, axis=None, keepdims=False):
