@@ -304,6 +304,16 @@ def _as_input(a):
     return Tensor(_raw(a))  # a backend array: a constant to every tape
 
 
+def _inputs(args):
+    """``args`` as a record keeps them (:func:`_as_input`), and their ids (None for scalars)."""
+    kept, ids = [], []
+    for a in args:
+        a = _as_input(a)
+        kept.append(a)
+        ids.append(a._id if isinstance(a, Tensor) else None)
+    return tuple(kept), ids
+
+
 def _new_record(opdef, args, attrs, outs):
     op = _new_object(Operation)
     op._opdef = opdef
@@ -319,8 +329,7 @@ def _new_record(opdef, args, attrs, outs):
             elif type(a) in _SCALAR_TYPES or a is None:
                 in_ids.append(None)
             else:  # Variables are snapshotted, backend arrays wrapped
-                args = tuple([_as_input(a) for a in args])
-                in_ids = [a._id if isinstance(a, Tensor) else None for a in args]
+                args, in_ids = _inputs(args)
                 break
     reads = gdef.reads
     a0 = args[0] if args else None

@@ -9,6 +9,8 @@ from __future__ import annotations
 import builtins
 import math
 
+import numpy as _np
+
 from .._backend import namespace as _ns
 from .._backend import xp_dtype as _xp_dtype
 from .._registry import RegisterGradient, RegisterJVP, Sample, linear_jvp, no_gradient, primitive
@@ -92,6 +94,8 @@ def _weighted_sum(op, w, t):
 @primitive("Sum", samples=_AXIS_SAMPLES)
 def _sum(x, *, axis=None, dtype=None, keepdims=False):
     try:
+        if type(x) is _np.ndarray:  # what np.sum calls, without its Python dispatch
+            return _np.add.reduce(x, axis=axis, dtype=_xp_dtype(_np, dtype), keepdims=keepdims)
         xp = _ns(x)
         return xp.sum(x, axis=axis, dtype=_xp_dtype(xp, dtype), keepdims=keepdims)
     except (ValueError, IndexError) as e:
