@@ -595,17 +595,25 @@ def _cotangents(targets, output_gradients):
     return out
 
 
+_NESTED = (list, tuple, dict)
+
+
 def _flatten(x):
-    if isinstance(x, (list, tuple)):
-        return [y for item in x for y in _flatten(item)]
-    if isinstance(x, dict):
-        return [y for item in x.values() for y in _flatten(item)]
-    return [x]
+    if not isinstance(x, _NESTED):
+        return [x]
+    out = []
+    for item in x.values() if isinstance(x, dict) else x:
+        if isinstance(item, _NESTED):
+            out.extend(_flatten(item))
+        else:
+            out.append(item)
+    return out
 
 
 def _unflatten(structure, it):
     if isinstance(structure, (list, tuple)):
-        return type(structure)(_unflatten(s, it) for s in structure)
+        return type(structure)([_unflatten(s, it) if isinstance(s, _NESTED) else next(it)
+                                for s in structure])
     if isinstance(structure, dict):
         return {k: _unflatten(v, it) for k, v in structure.items()}
     return next(it)
