@@ -319,8 +319,13 @@ def _new_record(opdef, args, attrs, outs):
     op._opdef = opdef
     gdef = op._gdef = _state.overrides.get(opdef.type, opdef) if _overriding else opdef
     # ids of tensor inputs (None for scalars); only floating ones are ever traced
-    if len(args) == 1 and type(args[0]) is Tensor:
+    n = len(args)
+    if n == 1 and type(args[0]) is Tensor:
         in_ids = (args[0]._id,)
+    elif n == 2 and type(args[0]) is Tensor and type(args[1]) is Tensor:
+        in_ids = (args[0]._id, args[1]._id)
+    elif n == 2 and type(args[0]) is Tensor and type(args[1]) in _SCALAR_TYPES:
+        in_ids = (args[0]._id, None)
     else:
         in_ids = []
         for a in args:
