@@ -25,7 +25,8 @@ import timeit
 import numpy as np
 
 import tapegrad as tg
-from bench_overhead import N_OPS, chain, chain_numpy, chain_tapegrad, make_mlp, step_numpy
+from bench_overhead import (N_OPS, chain, chain_numpy, chain_tapegrad, make_mlp, pin_allocator,
+                            step_numpy)
 
 from tapegrad._function import _jax  # noqa: E402
 
@@ -183,6 +184,7 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
     args = parser.parse_args(argv)
     reps = 3 if args.quick else 7
+    pin_allocator()
     rows = {}
     rows.update(w1(200 if args.quick else 1000, reps))
     rows.update(mlp((784, 64, 64, 10), 16, 50 if args.quick else 300, reps, "W3"))

@@ -17,6 +17,8 @@ asserted: these are measurements, see benchmarks/README.md.
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import statistics
 import timeit
 
@@ -141,6 +143,23 @@ def make_step_tapegrad(x, labels, params, lr=0.01):
 
 
 # --- timing -----------------------------------------------------------------------------------
+def pin_allocator():
+    """Fix glibc malloc's mmap and trim thresholds (32 and 64 MiB) for this process.
+
+    glibc raises both thresholds when a large mmapped block is freed, so whether a 200 KB array
+    (a 784x64 float32 gradient) costs fresh pages on every step depends on what the process did
+    before: the hand-written NumPy W3 step took about 90 or 170 us in one process depending on
+    it (and on whether the tapegrad step beside it updated its Variables in place). Pinned, both
+    sides of a comparison run under the same allocator. A no-op where libc has no ``mallopt``.
+    """
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        libc.mallopt(-3, 32 << 20)  # M_MMAP_THRESHOLD
+        libc.mallopt(-1, 64 << 20)  # M_TRIM_THRESHOLD
+    except (OSError, AttributeError, TypeError):
+        pass
+
+
 def time_pair(numpy_fn, tapegrad_fn, number, repeat):
     """Per-call seconds ``(numpy, tapegrad)``, each as ``(median, min)`` over ``repeat`` runs.
 
@@ -161,6 +180,7 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="fewer repeats (a smoke run)")
     args = parser.parse_args(argv)
     reps = 3 if args.quick else 9
+    pin_allocator()
 
     x0 = np.random.default_rng(0).normal(size=16)
     np.testing.assert_allclose(chain_tapegrad(x0), chain_numpy(x0), rtol=1e-10)

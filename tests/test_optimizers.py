@@ -1,5 +1,6 @@
 """tapegrad.optimizers: Keras 3 update formulas, None gradients, validation, minimize."""
 import math
+import weakref
 
 import numpy as np
 import pytest
@@ -203,3 +204,18 @@ def test_other_array_api_backend():
             opt.apply_gradients([(tg.constant(xs.asarray(g)), var)])
         assert type(var._value) is type(xs.asarray(W0))
         np.testing.assert_allclose(np.asarray(var._value), ref(W0, GRADS), rtol=1e-13)
+
+
+def test_sgd_updates_an_unshared_array_in_place_and_never_one_a_tape_record_holds():
+    v = tg.Variable(np.ones(3))
+    opt = tg.optimizers.SGD(0.5)
+    array = weakref.ref(v._value) if isinstance(v._value, np.ndarray) else None
+    opt.apply_gradients([(tg.constant(np.ones(3)), v)])
+    np.testing.assert_allclose(v.numpy(), 0.5)
+    if array is not None:  # NumPy: nothing else held the array, so it was updated in place
+        assert array() is v._value
+    with tg.GradientTape(persistent=True) as tape:
+        y = v * v  # the record keeps v's array: d(v^2)/dv = 2 v reads it
+    opt.apply_gradients([(tg.constant(np.ones(3)), v)])
+    np.testing.assert_allclose(v.numpy(), 0.0)
+    np.testing.assert_allclose(tape.gradient(y, v).numpy(), 1.0)  # 2 * 0.5, as recorded

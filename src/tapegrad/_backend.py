@@ -37,6 +37,8 @@ def namespace(*values):
     """
     found = np
     for v in values:
+        if type(v) is np.ndarray:
+            continue
         if isinstance(v, _SCALARS) or v is None:
             continue
         if isinstance(v, (list, tuple)):

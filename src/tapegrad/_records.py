@@ -251,7 +251,7 @@ def record(opdef, args, attrs, out):
     t._id = next(_tensor_ids)
     tapes = _state.tapes
     if len(tapes) == 1 and not tapes[0]._observer:
-        tape = tapes[0]  # the common case, inlined: one tape, no Variable among the inputs
+        tape = tapes[0]  # the common case, inlined: one tape
         watched = tape._watched
         traced = False
         for a in args:
@@ -259,8 +259,10 @@ def record(opdef, args, attrs, out):
                 if a._id in watched:
                     traced = True
             elif isinstance(a, Variable):
-                record_outputs(opdef, args, attrs, (t,))
-                return t
+                if tape._watch_vars and a.trainable:
+                    tape._note_variable(a)
+                if a._id in watched:
+                    traced = True
         if not traced:
             return t
         op = _new_record(opdef, args, attrs, (t,))
@@ -302,13 +304,28 @@ def _as_input(a):
     return Tensor(_raw(a))  # a backend array: a constant to every tape
 
 
+def _inputs(args):
+    """``args`` as a record keeps them (:func:`_as_input`), and their ids (None for scalars)."""
+    kept, ids = [], []
+    for a in args:
+        a = _as_input(a)
+        kept.append(a)
+        ids.append(a._id if isinstance(a, Tensor) else None)
+    return tuple(kept), ids
+
+
 def _new_record(opdef, args, attrs, outs):
     op = _new_object(Operation)
     op._opdef = opdef
     gdef = op._gdef = _state.overrides.get(opdef.type, opdef) if _overriding else opdef
     # ids of tensor inputs (None for scalars); only floating ones are ever traced
-    if len(args) == 1 and type(args[0]) is Tensor:
+    n = len(args)
+    if n == 1 and type(args[0]) is Tensor:
         in_ids = (args[0]._id,)
+    elif n == 2 and type(args[0]) is Tensor and type(args[1]) is Tensor:
+        in_ids = (args[0]._id, args[1]._id)
+    elif n == 2 and type(args[0]) is Tensor and type(args[1]) in _SCALAR_TYPES:
+        in_ids = (args[0]._id, None)
     else:
         in_ids = []
         for a in args:
@@ -317,8 +334,7 @@ def _new_record(opdef, args, attrs, outs):
             elif type(a) in _SCALAR_TYPES or a is None:
                 in_ids.append(None)
             else:  # Variables are snapshotted, backend arrays wrapped
-                args = tuple([_as_input(a) for a in args])
-                in_ids = [a._id if isinstance(a, Tensor) else None for a in args]
+                args, in_ids = _inputs(args)
                 break
     reads = gdef.reads
     a0 = args[0] if args else None

@@ -230,14 +230,22 @@ def _make_op(opdef):
             return t
     else:
         def op(*args, **attrs):
-            out = _run_forward(opdef, [a._value if isinstance(a, T) else _raw(a) for a in args],
-                               attrs)
-            out = _checked_result(opdef, out, args)
+            values = [a._value if isinstance(a, T) else _raw(a) for a in args]
+            try:
+                out = forward(*values, **attrs)
+            except TypeError as error:
+                out = _host_forward(opdef, values, attrs, error)
+            # a NumPy result of NumPy inputs (the common case) needs no check
+            if type(out) is not nd or not all([type(v) is nd for v in values]):
+                out = _checked_result(opdef, out, args)
             if state.tapes:
                 return record(opdef, args, attrs, out)
             if type(out) is tuple:
                 return tuple(_wrap(o) for o in out)
-            return _wrap(out)
+            t = new(T)
+            t._value = out
+            t._id = next(ids)
+            return t
 
     return op
 
@@ -248,8 +256,14 @@ def _run_forward(opdef, values, attrs):
     try:
         return opdef.forward(*values, **attrs)
     except TypeError as error:
-        if host_callback is None or not host_callback.wants(error, opdef):
-            raise
+        return _host_forward(opdef, values, attrs, error)
+
+
+def _host_forward(opdef, values, attrs, error):
+    """The forward as a host callback if ``error`` (a ``TypeError`` the forward raised) says it
+    needs concrete values; else ``error`` is raised again."""
+    if host_callback is None or not host_callback.wants(error, opdef):
+        raise error
     return host_callback(opdef, values, attrs)
 
 

@@ -424,7 +424,7 @@ class GradientTape:
                     continue
                 if hooks and i in hooks:
                     dy = grads[i] = run_hooks(i, dy)
-                dys = (dy,)
+                dys = None  # one cotangent: fn(op, dy), without packing a tuple
             else:
                 dys = [grads.get(i) if i in keep else grads.pop(i, None) for i in out_ids]
                 if all(d is None for d in dys):
@@ -440,12 +440,11 @@ class GradientTape:
                     continue
                 raise no_gradient_error(od.type)
             if outer:
-                gs = _call_tracking_provenance(fn, op, dys)
-            elif observed:
-                _state.grad_op = op
-                gs = fn(op, *dys)
+                gs = _call_tracking_provenance(fn, op, (dy,) if dys is None else dys)
             else:
-                gs = fn(op, *dys)
+                if observed:
+                    _state.grad_op = op
+                gs = fn(op, dy) if dys is None else fn(op, *dys)
             in_ids = op._in_ids
             if type(gs) is Tensor and len(in_ids) == 1:  # the common case, without a loop
                 iid = in_ids[0]
@@ -596,17 +595,25 @@ def _cotangents(targets, output_gradients):
     return out
 
 
+_NESTED = (list, tuple, dict)
+
+
 def _flatten(x):
-    if isinstance(x, (list, tuple)):
-        return [y for item in x for y in _flatten(item)]
-    if isinstance(x, dict):
-        return [y for item in x.values() for y in _flatten(item)]
-    return [x]
+    if not isinstance(x, _NESTED):
+        return [x]
+    out = []
+    for item in x.values() if isinstance(x, dict) else x:
+        if isinstance(item, _NESTED):
+            out.extend(_flatten(item))
+        else:
+            out.append(item)
+    return out
 
 
 def _unflatten(structure, it):
     if isinstance(structure, (list, tuple)):
-        return type(structure)(_unflatten(s, it) for s in structure)
+        return type(structure)([_unflatten(s, it) if isinstance(s, _NESTED) else next(it)
+                                for s in structure])
     if isinstance(structure, dict):
         return {k: _unflatten(v, it) for k, v in structure.items()}
     return next(it)

@@ -251,9 +251,13 @@ class Variable(Tensor):
         return self._set(self._value - d)
 
     def _check_kind(self, v, where):
-        dt = getattr(v, "dtype", None)
-        kind = (dt.kind if isinstance(dt, np.dtype) else _backend.np_dtype(dt).kind
-                if dt is not None else np.asarray(v).dtype.kind)
+        kind = _PY_KINDS.get(type(v))
+        if kind is None:
+            dt = getattr(v, "dtype", None)
+            if dt is not None and dt is self._value.dtype:
+                return  # the Variable's own dtype: always fits
+            kind = (dt.kind if isinstance(dt, np.dtype) else _backend.np_dtype(dt).kind
+                    if dt is not None else np.asarray(v).dtype.kind)
         mine = self.dtype.kind
         if _KIND_RANK.get(kind, 0) > _KIND_RANK.get(mine, 3):
             raise TypeError(
@@ -276,8 +280,11 @@ class Variable(Tensor):
         """True if only this Variable holds its NumPy array, so an in-place update by ``d``
         (same shape or scalar, no dtype change) is invisible to every tape and Tensor."""
         v = self._value
-        return (type(v) is np.ndarray and sys.getrefcount(v) <= _ALONE_REFS
-                and isinstance(d, (np.ndarray, np.generic, int, float)) and v.flags.writeable
+        if type(v) is not np.ndarray or sys.getrefcount(v) > _ALONE_REFS or not v.flags.writeable:
+            return False
+        if type(d) is np.ndarray and d.dtype == v.dtype:  # the common case: a gradient step
+            return d.shape in (v.shape, ())
+        return (isinstance(d, (np.ndarray, np.generic, int, float))
                 and np.shape(d) in (v.shape, ()) and np.result_type(v, d) == v.dtype)
 
     def _refs(self) -> int:  # the reference count _alone sees when nothing else holds the array
@@ -318,6 +325,7 @@ class Variable(Tensor):
 
 
 _KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}  # a higher kind does not fit a lower one
+_PY_KINDS = {bool: "b", int: "i", float: "f", complex: "c"}  # NumPy's kinds of Python scalars
 _KIND_NAMES = {"b": "bool", "u": "unsigned integer", "i": "integer", "f": "floating",
                "c": "complex"}
 

@@ -121,21 +121,25 @@ def _as_tensor(op, k, x, g, fn):
 
 def _unbroadcast(op, k, x, g, fn):
     xs, gs = tuple(x._value.shape), tuple(g._value.shape)
-    out_shapes = [tuple(o._value.shape) for o in op.outputs]
     lead = len(gs) - len(xs)
-    ok = gs in out_shapes and lead >= 0 and all(
-        a == b or a == 1 for a, b in zip(xs, gs[lead:]))
-    if not ok:
+    axes = list(range(lead)) if lead >= 0 else None  # the axes to sum over
+    if axes is not None:
+        for i, a in enumerate(xs):
+            b = gs[lead + i]
+            if a != b:
+                if a != 1:
+                    axes = None
+                    break
+                axes.append(lead + i)
+    if axes is None or gs not in [tuple(o._value.shape) for o in op.outputs]:
         raise GradientShapeError(
             f"the gradient function {describe_fn(fn)} of op type {op.type!r} returned a "
             f"gradient of shape {gs} for {_input_label(op, k)}, which has shape {xs}; expected "
             f"shape {xs} (a gradient of the op's output shape is summed back only where the "
             "input was broadcast). Return one gradient per input with that input's shape")
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, (a, b) in enumerate(zip(xs, gs[lead:])) if a == 1 and b != 1)
     if axes:
-        g = ops.sum(g, axis=axes)
-    if tuple(g.shape) != xs:
+        g = ops.sum(g, axis=tuple(axes))
+    if len(axes) != lead:  # size-1 axes were summed away
         g = ops.reshape(g, xs)
     return g
 

@@ -411,7 +411,53 @@ def _sparse_softmax_ce(labels, logits):
 def _sparse_softmax_ce_grad(op, dy):
     # d loss / d logits = softmax(logits) - onehot(labels) (TF SparseSoftmaxXent backprop)
     labels, logits = op.inputs
-    return None, reshape(dy, dy.shape + (1,)) * _softmax_minus_onehot(labels, logits)
+    return None, _sparse_softmax_ce_backprop(dy, labels, logits)
+
+
+@primitive("SparseSoftmaxCrossEntropyWithLogitsGrad", samples=[
+    Sample((3,), _np.asarray([0, 3, 1]), (3, 4)), Sample((), _np.asarray(2), (5,)),
+    Sample((2, 2), _np.asarray([[0, 1], [2, 0]]), (2, 2, 3)),
+    Sample((0,), _np.zeros((0,), dtype=int), (0, 3)),
+])
+def _sparse_softmax_ce_backprop(dy, labels, logits):
+    # dy[..., None] * (softmax(logits) - onehot(labels)) in one kernel (the gradient of
+    # SparseSoftmaxCrossEntropyWithLogits wrt its logits, TF's "backprop" output)
+    xp = _ns(logits)
+    labels = _index_array(xp, labels)
+    e = xp.exp(logits - xp.max(logits, axis=-1, keepdims=True))
+    p = e / xp.sum(e, axis=-1, keepdims=True)
+    onehot = xp.astype(labels[..., None] == xp.arange(logits.shape[-1]), p.dtype)
+    return xp.expand_dims(dy, axis=-1) * (p - onehot)
+
+
+def _scaled_softmax_jvp(dy, logits, v):
+    # dy[..., None] * J v, with J = diag(p) - p p^T the (symmetric) Jacobian of p = softmax
+    p = _softmax(logits, axis=-1)
+    return reshape(dy, dy.shape + (1,)) * p * (v - _sum(p * v, axis=-1, keepdims=True))
+
+
+@RegisterGradient("SparseSoftmaxCrossEntropyWithLogitsGrad", reads="inputs")
+def _sparse_softmax_ce_backprop_grad(op, ddx):
+    # g = dy (p - onehot) with p = softmax(logits): d/d(dy) = sum(ddx (p - onehot), -1), and
+    # as J is symmetric, d/d(logits) = dy J ddx
+    dy, labels, logits = op.inputs
+    need_dy, _, need_logits = op.needs_input_grad
+    d_dy = _sum(ddx * _softmax_minus_onehot(labels, logits), axis=-1) if need_dy else None
+    return d_dy, None, _scaled_softmax_jvp(dy, logits, ddx) if need_logits else None
+
+
+@RegisterJVP("SparseSoftmaxCrossEntropyWithLogitsGrad")
+def _sparse_softmax_ce_backprop_jvp(op, tdy, tlabels, tlogits):
+    # linear in dy; d/d(logits) applied to a tangent is dy J t
+    dy, labels, logits = op.inputs
+    terms = []
+    if tdy is not None:
+        terms.append(_sparse_softmax_ce_backprop(tdy, labels, logits))
+    if tlogits is not None:
+        terms.append(_scaled_softmax_jvp(dy, logits, tlogits))
+    if not terms:
+        return None
+    return terms[0] if len(terms) == 1 else terms[0] + terms[1]
 
 
 def _softmax_minus_onehot(labels, logits):

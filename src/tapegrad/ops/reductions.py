@@ -9,6 +9,8 @@ from __future__ import annotations
 import builtins
 import math
 
+import numpy as _np
+
 from .._backend import namespace as _ns
 from .._backend import xp_dtype as _xp_dtype
 from .._registry import RegisterGradient, RegisterJVP, Sample, linear_jvp, no_gradient, primitive
@@ -72,7 +74,9 @@ def _count(shape, axis) -> int:
 
 def _expand_to(dy, x, axis):
     """Broadcast a reduction's cotangent ``dy`` back to the shape of ``x``."""
-    return broadcast_to(reshape(dy, _kept_shape(x.shape, axis)), x.shape)
+    if dy.ndim not in (0, x.ndim):  # the reduced axes are gone: restore them as size 1
+        dy = reshape(dy, _kept_shape(x.shape, axis))
+    return broadcast_to(dy, x.shape)
 
 
 def _kept(t, x, axis):
@@ -90,6 +94,8 @@ def _weighted_sum(op, w, t):
 @primitive("Sum", samples=_AXIS_SAMPLES)
 def _sum(x, *, axis=None, dtype=None, keepdims=False):
     try:
+        if type(x) is _np.ndarray:  # what np.sum calls, without its Python dispatch
+            return _np.add.reduce(x, axis=axis, dtype=_xp_dtype(_np, dtype), keepdims=keepdims)
         xp = _ns(x)
         return xp.sum(x, axis=axis, dtype=_xp_dtype(xp, dtype), keepdims=keepdims)
     except (ValueError, IndexError) as e:
@@ -116,12 +122,15 @@ def sum(x, /, *, axis=None, dtype=None, keepdims=False):  # noqa: A001 - Array A
 
 def _sum_to(g, shape):
     """Sum ``g`` over the leading axes and the axes where ``shape`` has 1 (undo broadcasting)."""
+    shape = tuple(shape)
+    if g.shape == shape:
+        return g
     lead = g.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + i for i, d in enumerate(shape) if d == 1 and g.shape[lead + i] != 1)
     if axes:
         g = _sum(g, axis=axes)
-    return g if g.shape == tuple(shape) else reshape(g, shape)
+    return g if g.shape == shape else reshape(g, shape)
 
 
 def mean(x, /, *, axis=None, keepdims=False):

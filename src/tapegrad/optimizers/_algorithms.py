@@ -249,6 +249,7 @@ class Optimizer:
             warnings.warn(f"{self.name}.apply_gradients: gradients do not exist for variables "
                           f"{missing} when minimizing the loss; they are not updated",
                           UserWarning, stacklevel=2)
+        values = value = None  # hold no arrays: an update may then be made in place
         grads = self._clip_gradients(grads)
         self._step(variables, grads, self._current_learning_rate())
         self.iterations.assign_add(1)
@@ -288,12 +289,10 @@ class Optimizer:
         self._t = self.iterations._value + 1  # the number of this step, as in Keras
         try:
             for v, g in zip(variables, grads):
-                value = v._value
-                lr_v = self._cast("lr", lr, value)
+                lr_v = self._cast("lr", lr, v._value)
                 if self._decays(v):
-                    v.assign(value - value * self.weight_decay * lr_v)
-                    value = v._value
-                self._update(v, value, g, lr_v)
+                    v.assign(v._value - v._value * self.weight_decay * lr_v)
+                self._update(v, v._value, g, lr_v)  # no reference kept here (see SGD)
         finally:  # keep no arrays (or tracers of a compiled step) between steps
             self._casts, self._t = {}, None
 
@@ -372,6 +371,7 @@ class SGD(Optimizer):
         self._slot_inits = {"momentum": 0.0} if self.momentum else {}
 
     def _update(self, variable, value, g, lr):
+        del value  # unused: with no reference left, assign_sub updates the array in place
         step = lr * g
         if self.momentum == 0.0:
             variable.assign_sub(step)
