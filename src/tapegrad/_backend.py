@@ -9,7 +9,8 @@ Kernels the standard lacks (scatter-add) are registered per namespace with
 gets the NumPy one through a round trip (correct, not fast). Dask's, CuPy's and JAX's
 kernels (``tapegrad._kernels``) are loaded when an array of theirs first appears; a kernel
 that only fixes a backend's behaviour (JAX's ``eigh`` reading the lower triangle) is looked up
-with :func:`own_kernel`, without a round trip. A lazy backend (Dask) also has a ``materialize`` kernel, behind :func:`materialize` and :func:`is_lazy`.
+with :func:`own_kernel`, without a round trip. A lazy backend (Dask) also has a
+``materialize`` kernel, behind :func:`materialize` and :func:`is_lazy`.
 
 The *default namespace* holds the arrays made from Python values and NumPy arrays
 (``tg.constant``, ``tg.Variable``, creation functions). It is NumPy unless set with

@@ -25,7 +25,8 @@ extra (``dask[distributed]``; tqdm, from the ``examples`` extra, for the progres
 It prints the final loss and accuracy (evaluated on all rows, also in one graph), the seconds
 per step (the mean over steps 2..K; step 1 also pays for shipping the first graph), and the
 peak memory of each worker process (its peak resident set size, ``VmHWM`` on Linux, else
-``ru_maxrss``, read on the workers with ``client.run``; on an existing cluster, the peak since the worker started).
+``ru_maxrss``, read on the workers with ``client.run``; on an existing cluster, the peak since
+the worker started).
 """
 from __future__ import annotations
 

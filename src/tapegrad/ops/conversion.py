@@ -21,15 +21,14 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     dtype: by default inferred (Python floats: the backend's default float, ints: its default
     integer). A Tensor's or non-NumPy backend array stays on its own backend; Python data and
     NumPy arrays go to the default backend (or to the library of ``device``). ``copy``: True
-    always copies, False raises ``ValueError`` if a copy is needed, None copies only if
-    needed (Python data always is): so ``asarray(numpy_array)`` shares the array's memory, and writing into the array
-    later changes the Tensor and any gradient computed from it (use ``copy=True``, or
-    :func:`constant`, which always copies). A Tensor of the requested dtype and device is
-    returned unchanged unless
-    ``copy=True`` (Tensors are immutable). The result is a constant (no tape records it),
-    except for a Tensor copied or cast on its own backend (``device`` None): that is
-    ``astype``, differentiable, so that array-API code which copies or casts its input
-    (``xp.asarray(x, copy=True)``) keeps the gradient.
+    always copies, False raises ``ValueError`` if a copy is needed (always for Python data),
+    None copies only if needed: so ``asarray(numpy_array)`` shares the array's memory, and
+    writing into the array later changes the Tensor and any gradient computed from it (use
+    ``copy=True``, or :func:`constant`, which always copies). A Tensor of the requested dtype
+    and device is returned unchanged unless ``copy=True`` (Tensors are immutable). The result
+    is a constant (no tape records it), except for a Tensor copied or cast on its own backend
+    (``device`` None): that is ``astype``, differentiable, so that array-API code which copies
+    or casts its input (``xp.asarray(x, copy=True)``) keeps the gradient.
     """
     tensor = isinstance(obj, Tensor)
     if tensor:
