@@ -203,6 +203,10 @@ def test_property_matrix_functions(a, offset):
     np.testing.assert_array_equal(LA.matrix_transpose(t).numpy(), np.linalg.matrix_transpose(a))
 
 
+@pytest.mark.skipif(tg._backend.default_namespace().__name__ == "jax.numpy",
+                    reason="bit-for-bit equality with NumPy: XLA rounds det, slogdet and eigvalsh "
+                           "differently (cofactor formula for small det, subnormals flushed); "
+                           "test_square_functions_match_numpy compares them with tolerances")
 @settings(max_examples=40, deadline=None)
 @given(n=st.integers(0, 4), batch=hnp.array_shapes(min_dims=0, max_dims=2, min_side=0, max_side=3),
        data=st.data())
@@ -518,13 +522,19 @@ def test_non_square_input_is_rejected(name):
         getattr(LA, name)(tg.constant(_normal(3, 4)))
 
 
-def test_errors():
+@pytest.mark.skipif(tg._backend.default_namespace().__name__ == "jax.numpy",
+                    reason="JAX does not raise for a singular or indefinite matrix: it returns "
+                           "inf or NaN")
+def test_numerical_failures_raise_linalg_error():
     with pytest.raises(np.linalg.LinAlgError, match="singular"):
         LA.inv(tg.constant(np.ones((2, 2))))
     with pytest.raises(np.linalg.LinAlgError, match="singular"):
         LA.solve(tg.constant(np.ones((2, 2))), tg.constant(np.ones(2)))
     with pytest.raises(np.linalg.LinAlgError, match="positive definite"):
         LA.cholesky(tg.constant(-np.eye(2)))
+
+
+def test_errors():
     with pytest.raises(ValueError, match=r"x2 must have shape \(3,\)"):
         LA.solve(tg.constant(np.eye(3)), tg.constant(np.ones((2, 4))))
     with pytest.raises(ValueError, match="ord must be one of"):

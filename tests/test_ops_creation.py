@@ -65,7 +65,7 @@ def test_asarray_copy_semantics():
     assert c is not t and not np.shares_memory(c._value, a)
     assert type(tg.asarray(a)._value) is DEFAULT  # NumPy data goes to the default backend
     assert tg.asarray(t, dtype=tg.float32).dtype == np.float32
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="copy=False, but a Python list must be copied"):
         tg.asarray([1.0, 2.0], copy=False)  # a list must be copied
     s = tg.asarray(xs.asarray([1, 2]))
     assert type(tg.asarray(s, dtype=tg.float64)._value) is STRICT  # stays on its backend

@@ -6,9 +6,11 @@ cached per array class, so resolution costs one dict lookup on the hot path.
 
 Kernels the standard lacks (scatter-add) are registered per namespace with
 :func:`register_kernel` and looked up with :func:`kernel`; a backend without its own kernel
-gets the NumPy one through a round trip (correct, not fast). Dask's and CuPy's kernels
-(``tapegrad._kernels``) are loaded when an array of theirs first appears. A lazy backend
-(Dask) also has a ``materialize`` kernel, behind :func:`materialize` and :func:`is_lazy`.
+gets the NumPy one through a round trip (correct, not fast). Dask's, CuPy's and JAX's
+kernels (``tapegrad._kernels``) are loaded when an array of theirs first appears; a kernel
+that only fixes a backend's behaviour (JAX's ``eigh`` reading the lower triangle) is looked up
+with :func:`own_kernel`, without a round trip. A lazy backend (Dask) also has a
+``materialize`` kernel, behind :func:`materialize` and :func:`is_lazy`.
 
 The *default namespace* holds the arrays made from Python values and NumPy arrays
 (``tg.constant``, ``tg.Variable``, creation functions). It is NumPy unless set with
@@ -168,9 +170,6 @@ def kernel(xp, name: str):
         return _KERNELS[(xp.__name__, name)]
     except KeyError:
         pass
-    if xp.__name__ == "jax.numpy" and ("jax.numpy", "erf") not in _KERNELS:
-        _register_jax_kernels()
-        return kernel(xp, name)
     if ("numpy", name) in _KERNELS:
         return _via_numpy(xp, _KERNELS[("numpy", name)])
     raise NotImplementedError(
@@ -208,16 +207,19 @@ def materialize(values, like=None) -> list:
 
 
 _KERNEL_MODULES = {"array_api_compat.dask.array": "dask", "dask.array": "dask",
-                   "cupy": "cupy", "array_api_compat.cupy": "cupy"}
+                   "cupy": "cupy", "array_api_compat.cupy": "cupy", "jax.numpy": "jax"}
 
 
 def _load_kernels(xp) -> None:
-    """Register the kernels of Dask or CuPy (``tapegrad._kernels``) for ``xp`` if it is one."""
+    """Register the kernels of Dask, CuPy or JAX (``tapegrad._kernels``) for ``xp`` if it is
+    one."""
     library = _KERNEL_MODULES.get(getattr(xp, "__name__", None))
     if library is None or (xp.__name__, "_loaded") in _KERNELS:
         return
     if library == "dask":
         from ._kernels.dask import KERNELS
+    elif library == "jax":
+        from ._kernels.jax import KERNELS
     else:
         from ._kernels.cupy import KERNELS
     for name, fn in KERNELS.items():
@@ -269,23 +271,6 @@ def _numpy_scatter_add(shape, dtype, key, values):
 
 
 register_kernel("numpy", "scatter_add", _numpy_scatter_add)
-
-
-def _register_jax_kernels() -> None:
-    """JAX's own kernels, so nothing of a JAX computation (``tg.function``, or JAX as the
-    default backend) leaves the device for a NumPy round trip."""
-    from jax.scipy.special import erf
-
-    register_kernel("jax.numpy", "erf", erf)
-    register_kernel("jax.numpy", "scatter_add",
-                    lambda shape, dtype, key, values: _jnp().zeros(shape, dtype).at[key].add(values))
-    register_kernel("jax.numpy", "scatter_update", lambda x, key, v: x.at[key].set(v))
-
-
-def _jnp():
-    import jax.numpy
-
-    return jax.numpy
 
 
 def xp_dtype(xp, dtype):

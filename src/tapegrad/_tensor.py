@@ -270,8 +270,9 @@ class Variable(Tensor):
         self._check_kind(v, "assign_add/assign_sub")
         if isinstance(delta, Tensor):
             return v
-        if isinstance(delta, (list, tuple)) or (
-                isinstance(delta, (np.ndarray, np.generic)) and type(self._value) is not np.ndarray):
+        if isinstance(delta, (list, tuple)) or (  # a Python int too: JAX would wrap it around
+                isinstance(delta, (np.ndarray, np.generic, int))
+                and type(self._value) is not np.ndarray):
             return _backend.asarray(delta, dtype=self._value.dtype,
                                     xp=_backend.namespace(self._value))
         return delta

@@ -21,15 +21,14 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     dtype: by default inferred (Python floats: the backend's default float, ints: its default
     integer). A Tensor's or non-NumPy backend array stays on its own backend; Python data and
     NumPy arrays go to the default backend (or to the library of ``device``). ``copy``: True
-    always copies, False raises ``ValueError`` if a copy is needed, None copies only if
-    needed: so ``asarray(numpy_array)`` shares the array's memory, and writing into the array
-    later changes the Tensor and any gradient computed from it (use ``copy=True``, or
-    :func:`constant`, which always copies). A Tensor of the requested dtype and device is
-    returned unchanged unless
-    ``copy=True`` (Tensors are immutable). The result is a constant (no tape records it),
-    except for a Tensor copied or cast on its own backend (``device`` None): that is
-    ``astype``, differentiable, so that array-API code which copies or casts its input
-    (``xp.asarray(x, copy=True)``) keeps the gradient.
+    always copies, False raises ``ValueError`` if a copy is needed (always for Python data),
+    None copies only if needed: so ``asarray(numpy_array)`` shares the array's memory, and
+    writing into the array later changes the Tensor and any gradient computed from it (use
+    ``copy=True``, or :func:`constant`, which always copies). A Tensor of the requested dtype
+    and device is returned unchanged unless ``copy=True`` (Tensors are immutable). The result
+    is a constant (no tape records it), except for a Tensor copied or cast on its own backend
+    (``device`` None): that is ``astype``, differentiable, so that array-API code which copies
+    or casts its input (``xp.asarray(x, copy=True)``) keeps the gradient.
     """
     tensor = isinstance(obj, Tensor)
     if tensor:
@@ -39,6 +38,9 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
         if device is None and copy is not False:
             return astype(obj, obj.dtype if dtype is None else dtype)
         obj = obj._value
+    elif copy is False and isinstance(obj, (list, tuple, bool, int, float, complex)):
+        raise ValueError(f"asarray: copy=False, but a Python {type(obj).__name__} must be copied "
+                         "into a new array; pass copy=None (copy only if needed) or True")
     if device is None:  # a Tensor's array stays on its backend; other data: see _backend.asarray
         return Tensor(_backend.asarray(obj, dtype=dtype, xp=_ns(obj) if tensor else None,
                                        copy=copy))

@@ -42,7 +42,8 @@ def namespace_of(obj):
         return _np
     for xp in list(_backend._NAMESPACES.values()):
         name = xp.__name__
-        if name == root or name.endswith("." + root):
+        if name == root or name.endswith("." + root) or (
+                root == "jaxlib" and name == "jax.numpy"):  # JAX's devices are jaxlib's
             return xp
     for modname in (f"array_api_compat.{root}", root):
         try:
@@ -188,13 +189,17 @@ class _Info:
     """Array API inspection utilities of tapegrad (its default backend, tapegrad dtypes)."""
 
     def __init__(self, xp):
+        self._xp = xp
         self._info = xp.__array_namespace_info__()
 
     def capabilities(self):
         return self._info.capabilities()
 
     def default_device(self):
-        return self._info.default_device()
+        device = self._info.default_device()
+        if device is None:  # JAX: "the current default device", the one it creates arrays on
+            device = self._xp.empty(0).device
+        return device
 
     def devices(self):
         return self._info.devices()

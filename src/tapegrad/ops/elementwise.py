@@ -402,7 +402,7 @@ def clip(x, /, min=None, max=None):  # noqa: A002 - Array API names
                              Sample((0, 2), dtype=_ns(0).float32)])
 def _cast(x, *, dtype):
     xp = _ns(x)
-    return xp.astype(x, xp_dtype(xp, dtype))
+    return xp.astype(x, xp_dtype(xp, dtype), copy=True)  # the standard's default; not JAX's
 
 
 @RegisterGradient("Cast", reads="inputs")

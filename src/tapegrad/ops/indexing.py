@@ -65,6 +65,8 @@ def _as_key(key):
 
 @primitive("GetItem", samples=_KEY_SAMPLES)
 def _getitem(x, *, key):
+    if _clamps(x):
+        _check_bounds(x, key)
     try:
         return x[key]
     except (IndexError, NotImplementedError) as e:  # Dask: NotImplementedError
@@ -79,8 +81,61 @@ def _getitem(x, *, key):
                 return _kernel(_ns(x), "getitem_points")(x, _portable_key(zeros, key))
             except NotImplementedError:
                 pass
-        raise IndexError(f"tensor index {_describe(key)} is invalid for a tensor of shape "
-                         f"{tuple(x.shape)}: {e}") from None
+        raise _index_error(x, key, e) from None
+
+
+def _index_error(x, key, reason) -> IndexError:
+    return IndexError(f"tensor index {_describe(key)} is invalid for a tensor of shape "
+                      f"{tuple(x.shape)}: {reason}")
+
+
+def _clamps(x) -> bool:
+    """True for an array of a backend that clamps out-of-bounds indices instead of raising
+    (JAX, whose indexing compiles to gathers and scatters)."""
+    return type(x) is not np.ndarray and _ns(x).__name__ == "jax.numpy"
+
+
+def _check_bounds(x, key) -> None:
+    """Raise ``IndexError`` (as NumPy does) for an index array that is neither integer nor
+    boolean, and for an integer, or an integer array with known values, outside its axis of
+    ``x``; the values of JAX tracers are not known, not checked."""
+    from jax.core import Tracer
+
+    parts = key if type(key) is tuple else (key,)
+
+    def is_mask(k):
+        return hasattr(k, "dtype") and _backend.np_dtype(k.dtype) == np.bool_
+
+    def width(k):  # the number of axes of x that k indexes
+        if k is None or k is Ellipsis or isinstance(k, (bool, np.bool_)):
+            return 0
+        return k.ndim if is_mask(k) else 1
+
+    axis, ndim = 0, len(x.shape)
+    for k in parts:
+        if k is Ellipsis:
+            axis += ndim - sum(width(p) for p in parts)
+            continue
+        w = width(k)
+        if w != 1 or isinstance(k, slice) or is_mask(k) or axis >= ndim:
+            axis += w  # too many indices: the backend itself raises
+            continue
+        n = x.shape[axis]
+        if hasattr(k, "dtype") and _backend.np_dtype(k.dtype).kind not in "iu":  # JAX: TypeError
+            raise _index_error(x, key, "arrays used as indices must be of integer (or boolean) "
+                                       "type")
+        if isinstance(k, (int, np.integer)):
+            lo = hi = int(k)
+        elif hasattr(k, "dtype") and not isinstance(k, Tracer) and math.prod(k.shape) > 0:
+            xp = _ns(k)
+            lo, hi = int(xp.min(k)), int(xp.max(k))
+        else:
+            axis += 1
+            continue
+        if lo < -n or hi >= n:
+            raise _index_error(x, key, f"index {hi if hi >= n else lo} is out of bounds for "
+                                       f"axis {axis} with size {n}")
+        axis += 1
 
 
 def _portable_key(x, key):
@@ -252,7 +307,12 @@ def _update(x, v, *, key):
     """A copy of the backend array ``x`` with ``[key]`` set to ``v`` (cast to ``x``'s dtype)."""
     xp = _ns(x)
     v = xp.astype(xp.asarray(v), x.dtype, copy=False)
+    ones = next((i for i, d in enumerate(v.shape) if d != 1), v.ndim)
+    if ones:  # leading axes of size 1, which NumPy ignores and JAX refuses: dropped
+        v = xp.reshape(v, tuple(v.shape)[ones:])
     own = _backend.own_kernel(xp, "scatter_update")  # Dask's: its item assignment misses keys
+    if _clamps(x):
+        _check_bounds(x, key)
     try:
         if own is not None:
             return own(x, key, v)
@@ -266,8 +326,7 @@ def _update(x, v, *, key):
             # through NumPy
             out = _kernel(xp, "scatter_update")(x, key, v)
     except IndexError as e:
-        raise IndexError(f"tensor index {_describe(key)} is invalid for a tensor of shape "
-                         f"{tuple(x.shape)}: {e}") from None
+        raise _index_error(x, key, e) from None
     except ValueError as e:
         raise ValueError(f"cannot assign a value of shape {tuple(v.shape)} to tensor"
                          f"{_describe(key)} of a tensor of shape {tuple(x.shape)}: {e}") from None

@@ -32,6 +32,7 @@ import math
 import operator
 from typing import NamedTuple
 
+from .. import _backend
 from .._backend import namespace as _ns
 from .._backend import xp_dtype as _xp_dtype
 from .._registry import Arg, RegisterGradient, RegisterJVP, Sample, linear_jvp, no_gradient, primitive
@@ -93,6 +94,12 @@ def _square(name, x):
     if len(s) < 2 or s[-1] != s[-2]:
         raise ValueError(f"linalg.{name}: expected a square matrix or a stack of square "
                          f"matrices (shape (..., M, M)), got shape {_shape(x)}")
+
+
+def _linalg(xp, name):
+    """``xp.linalg.<name>``, or the backend's own kernel of that name where it has one (JAX's
+    ``eigh``, ``eigvalsh`` and ``cholesky``, which read only the lower triangle as NumPy's)."""
+    return _backend.own_kernel(xp, name) or getattr(xp.linalg, name)
 
 
 def _failed(name, x, e, hint):
@@ -175,7 +182,7 @@ def _cholesky(x, *, upper=False):
     _square("cholesky", x)
     xp = _ns(x)
     try:
-        lower = xp.linalg.cholesky(x)  # reads the lower triangle
+        lower = _linalg(xp, "cholesky")(x)  # reads the lower triangle
     except ValueError as e:
         raise _failed("cholesky", x, e, "the matrix (or one matrix of the stack) is not "
                       "symmetric positive definite") from e
@@ -424,7 +431,7 @@ _SYM_SAMPLES = [Sample((3, 3)), Sample((2, 4, 4)), Sample((1, 1)), Sample((0, 0)
 @primitive("Eigh", samples=_SYM_SAMPLES)
 def _eigh(x):
     _square("eigh", x)
-    w, v = _ns(x).linalg.eigh(x)  # reads the lower triangle
+    w, v = _linalg(_ns(x), "eigh")(x)  # reads the lower triangle
     return w, v
 
 
@@ -471,7 +478,7 @@ def eigh(x, /):
 @primitive("Eigvalsh", samples=_SYM_SAMPLES)
 def _eigvalsh(x):
     _square("eigvalsh", x)
-    return _ns(x).linalg.eigvalsh(x)
+    return _linalg(_ns(x), "eigvalsh")(x)
 
 
 @RegisterGradient("Eigvalsh")

@@ -71,11 +71,11 @@ def broadcast_to(x, /, shape):
 @primitive("Transpose", samples=[Sample((2, 3, 4), axes=(2, 0, 1)), Sample((3, 4), axes=(1, 0)),
                                  Sample((), axes=()), Sample((0, 2, 1), axes=(-1, 0, 1))])
 def _permute_dims(x, *, axes):
-    try:
-        return _ns(x).permute_dims(x, axes)
-    except ValueError as e:
+    n = len(_shape(x))
+    if not all(-n <= a < n for a in axes) or sorted(a % n for a in axes) != list(range(n)):
         raise ValueError(f"permute_dims: axes {axes} is not a permutation of the "
-                         f"{len(_shape(x))} axes of a tensor of shape {_shape(x)}") from e
+                         f"{n} axes of a tensor of shape {_shape(x)}")
+    return _ns(x).permute_dims(x, tuple(a % n for a in axes))  # JAX refuses negative axes
 
 
 RegisterJVP("Transpose")(linear_jvp)
@@ -215,12 +215,26 @@ def _check_arrays(fn, arrays):
                               Sample((3,), (2, 2), axis=None), Sample((1,)),
                               Sample((2, 3, 1), (2, 3, 2), axis=-1)])
 def _concat(*arrays, axis=0):
+    shapes = [_shape(a) for a in arrays]
     try:
+        if axis is not None:
+            _check_joinable(shapes, axis)
         return _ns(*arrays).concat(arrays, axis=axis)
     except ValueError as e:
-        shapes = ", ".join(str(_shape(a)) for a in arrays)
-        raise ValueError(f"concat: cannot concatenate shapes {shapes} along axis {axis}: {e}"
-                         ) from e
+        raise ValueError(f"concat: cannot concatenate shapes {', '.join(map(str, shapes))} "
+                         f"along axis {axis}: {e}") from e
+
+
+def _check_joinable(shapes, axis):
+    """Raise ``ValueError`` unless ``shapes`` agree except along ``axis`` (JAX raises
+    ``TypeError``, other backends ``ValueError``)."""
+    ndim = len(shapes[0])
+    if any(len(s) != ndim for s in shapes):
+        raise ValueError("the tensors have different numbers of dimensions")
+    if -ndim <= axis < ndim:
+        a = axis % ndim
+        if len({s[:a] + s[a + 1:] for s in shapes}) > 1:
+            raise ValueError(f"the shapes differ in a dimension other than axis {axis}")
 
 
 RegisterJVP("Concat")(linear_jvp)  # linear in all pieces jointly

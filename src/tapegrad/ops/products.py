@@ -27,10 +27,12 @@ from .reductions import _sum_to
     Sample((2, 3, 4), (4,)), Sample((0, 3), (3, 2)), Sample((3, 0), (0, 2)),
     Sample((1, 1), (1, 1)), Sample((1,), (1,))])
 def _matmul(x1, x2):
+    s1, s2 = _shape(x1), _shape(x2)
     try:
+        if not s1 or not s2 or s1[-1] != s2[-2 if len(s2) > 1 else 0]:
+            raise ValueError("the shapes do not fit")  # JAX would raise TypeError
         return _ns(x1, x2).matmul(x1, x2)
     except ValueError as e:
-        s1, s2 = _shape(x1), _shape(x2)
         if not s1 or not s2:
             msg = "matmul needs at least 1-d operands; use multiply for scalars"
         else:
@@ -101,6 +103,19 @@ def _norm_axes(axes, n1, n2):
     return [a % n1 for a in a1], [a % n2 for a in a2]
 
 
+def _contractible(s1, s2, axes) -> bool:
+    """Whether ``axes`` names existing axes of shapes ``s1`` and ``s2`` of equal sizes."""
+    if isinstance(axes, int):
+        if not 0 <= axes <= min(len(s1), len(s2)):
+            return False
+    else:
+        for ax, n in zip(axes, (len(s1), len(s2))):
+            if not all(-n <= a < n for a in ([ax] if isinstance(ax, int) else ax)):
+                return False
+    a1, a2 = _norm_axes(axes, len(s1), len(s2))
+    return len(a1) == len(a2) and all(s1[i] == s2[j] for i, j in zip(a1, a2))
+
+
 def _inverse(order):
     """The permutation that takes axes listed in ``order`` back to ``0, 1, 2, ...``."""
     inv = [0] * len(order)
@@ -115,6 +130,8 @@ def _inverse(order):
     Sample((3,), (3,), axes=1), Sample((0, 3), (3, 2), axes=1), Sample((), (2,), axes=0)])
 def _tensordot(x1, x2, *, axes=2):
     try:
+        if not _contractible(_shape(x1), _shape(x2), axes):
+            raise ValueError("the shapes do not fit")  # JAX would raise TypeError
         return _ns(x1, x2).tensordot(x1, x2, axes=axes)
     except (ValueError, IndexError) as e:
         raise ValueError(f"tensordot: cannot contract shapes {_shape(x1)} and {_shape(x2)} "

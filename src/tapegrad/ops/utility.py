@@ -4,6 +4,7 @@ gradient is theirs: the transposed difference of the cotangent).
 """
 from __future__ import annotations
 
+from .. import _backend
 from .._registry import no_gradient, primitive
 from .conversion import asarray
 from .elementwise import subtract
@@ -11,8 +12,22 @@ from .indexing import getitem
 from .manipulation import broadcast_to, concat
 from .reductions import _reduction
 
-_all = primitive("All")(_reduction("all"))
-_any = primitive("Any")(_reduction("any"))
+def _truth_reduction(name):
+    """The forward of ``xp.all``/``xp.any``, with a complex ``x`` compared with 0 first (JAX
+    reduces only the real part: ``any([0j, 1j])`` would be False)."""
+    reduce = _reduction(name)
+
+    def forward(x, *, axis=None, keepdims=False):
+        if _backend.np_dtype(x.dtype).kind == "c":
+            x = x != 0
+        return reduce(x, axis=axis, keepdims=keepdims)
+
+    forward.__name__ = forward.__qualname__ = f"_{name}"
+    return forward
+
+
+_all = primitive("All")(_truth_reduction("all"))
+_any = primitive("Any")(_truth_reduction("any"))
 
 no_gradient("All")
 no_gradient("Any")
