@@ -465,3 +465,25 @@ def test_host_callbacks_refuse_value_dependent_shapes_and_unfindable_shapes():
                                         r"inputs .* running it on zeros; that run failed with "
                                         "LinAlgError"):
         tg.function(lambda x: _spd_only(x), jit_compile=True)(tg.constant(np.eye(2)))
+
+
+def test_a_variable_leaked_by_a_failed_trace_is_ignored_by_later_traces():
+    state = {}
+
+    @tg.function
+    def leaks(x):
+        state.setdefault(x.shape, tg.Variable(tg.zeros_like(x)))
+        return x
+
+    leaks(tg.constant([1.0]))
+    with pytest.raises(ValueError, match=r"only supports Variables created on the first call"):
+        leaks(tg.constant([1.0, 2.0]))  # leaves a Variable holding a tracer in `state`
+    total = tg.Variable(0.0)
+
+    @tg.function
+    def step(x):
+        total.assign_add(tg.sum(x))
+        return total * 1.0
+
+    assert float(step(tg.constant([1.0, 2.0]))) == 3.0
+    assert float(step(tg.constant([1.0, 2.0]))) == 6.0 and float(total) == 6.0

@@ -239,8 +239,11 @@ class _Program:
                         if (isinstance(x, Tensor) and not isinstance(x, Variable)) or _is_array(x)]
         dyn = set(self.dynamic)  # the static leaves, kept to rebuild the arguments (no arrays)
         self.template = [None if k in dyn else x for k, x in enumerate(leaves)]
-        candidates = [v for v in live_variables() if not isinstance(v._value, jax.core.Tracer)]
-        known = {id(v) for v in candidates}
+        live = live_variables()
+        # a Variable left holding a tracer (made by an earlier trace that failed) is neither
+        # an input nor created by this trace
+        candidates = [v for v in live if not isinstance(v._value, jax.core.Tracer)]
+        known = {id(v) for v in live}
         info = {}
 
         def pure(var_vals, dyn_vals):
