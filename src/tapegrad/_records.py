@@ -269,6 +269,9 @@ def record(opdef, args, attrs, out):
         tape._ops.append(op)
         watched.update(op._float_out)
         return t
+    if len(tapes) == 1:  # one accumulator (forward mode)
+        tapes[0].observe(opdef, args, attrs, (t,))
+        return t
     record_outputs(opdef, args, attrs, (t,))
     return t
 
@@ -374,12 +377,25 @@ def observed_record(opdef, args, attrs, outs):
     op = _new_object(Operation)
     op._opdef = opdef
     op._gdef = _state.overrides.get(opdef.type, opdef) if _overriding else opdef
-    if not all(type(a) is Tensor or type(a) in _SCALAR_TYPES for a in args):
-        args = tuple([_as_input(a) for a in args])
+    in_ids = []
+    for a in args:
+        if type(a) is Tensor:
+            in_ids.append(a._id)
+        elif type(a) in _SCALAR_TYPES:
+            in_ids.append(None)
+        else:  # Variables are snapshotted, backend arrays wrapped
+            args = tuple([_as_input(a) for a in args])
+            in_ids = [a._id if isinstance(a, Tensor) else None for a in args]
+            break
     op.inputs, op.outputs, op.attrs = args, outs, attrs
-    op._in_ids = tuple([a._id if isinstance(a, Tensor) else None for a in args])
-    op._out_ids = tuple([o._id for o in outs])
-    op._float_out = tuple([o._id for o in outs if _floating(o._value)])
+    op._in_ids = tuple(in_ids)
+    if len(outs) == 1:
+        o = outs[0]
+        op._out_ids = ids = (o._id,)
+        op._float_out = ids if _floating(o._value) else ()
+    else:
+        op._out_ids = tuple([o._id for o in outs])
+        op._float_out = tuple([o._id for o in outs if _floating(o._value)])
     return op
 
 

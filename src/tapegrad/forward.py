@@ -103,6 +103,10 @@ class ForwardAccumulator:
             outs_t = _tangents(_records.observed_record(opdef, args, attrs, outs), ins, True)
         finally:
             state.tapes = saved
+        if len(outs) == 1:
+            if outs_t[0] is not None:
+                tangents[outs[0]._id] = outs_t[0]
+            return
         for o, t in zip(outs, outs_t):
             if t is not None:
                 tangents[o._id] = t
@@ -125,6 +129,8 @@ def _tangents(op, ins, use_rule) -> list:
     outs = op.outputs
     rule = getattr(op._gdef, "jvp", None) if use_rule else None  # custom_gradient: none
     res = NotImplemented if rule is None else rule(op, *ins)
+    if type(res) is Tensor and len(outs) == 1:  # the common case
+        return (res,)
     if res is not NotImplemented:
         res = list(res) if isinstance(res, (tuple, list)) else [res]
         if len(res) != len(outs):
