@@ -282,9 +282,13 @@ def _define_binary(name, op_type, f1, f2, dom1, dom2, reads):
         y = o.outputs[0]
         if _is_complex(y):
             return NotImplemented
-        terms = [f(a, b, y, t if t.shape == y.shape else broadcast_to(t, y.shape))
-                 for f, t in ((f1, t1), (f2, t2)) if t is not None]
-        return terms[0] if len(terms) == 1 else terms[0] + terms[1]
+        shape = y._value.shape
+        d1 = d2 = None
+        if t1 is not None:
+            d1 = f1(a, b, y, t1 if t1._value.shape == shape else broadcast_to(t1, shape))
+        if t2 is not None:
+            d2 = f2(a, b, y, t2 if t2._value.shape == shape else broadcast_to(t2, shape))
+        return d2 if d1 is None else d1 if d2 is None else d1 + d2
 
     return op
 
