@@ -25,6 +25,7 @@ import timeit
 import numpy as np
 
 import tapegrad as tg
+from bench_overhead import print_table
 
 N, H, W, C, O, K = 32, 32, 32, 16, 32, 3
 
@@ -111,10 +112,7 @@ def main(argv=None):
                                     number, reps)
         rows.update({"jax.jit (ms)": (t_jax * 1e3, ""),
                      "tapegrad / jax.jit": (t_tg2 / t_jax, "<= 2")})
-    print(f"{'measurement':30s} {'value':>10s}   target")
-    print("-" * 52)
-    for name, (value, target) in rows.items():
-        print(f"{name:30s} {value:10.2f}   {target}")
+    print_table(rows, 30)
     return rows
 
 

@@ -26,7 +26,7 @@ import numpy as np
 
 import tapegrad as tg
 from bench_overhead import (N_OPS, chain, chain_numpy, chain_tapegrad, make_mlp, pin_allocator,
-                            step_numpy)
+                            print_table, step_numpy)
 
 from tapegrad._function import _jax  # noqa: E402
 
@@ -191,10 +191,7 @@ def main(argv=None):
     rows.update(mlp((784, 512, 512, 10), 256, 2 if args.quick else 10, reps, "W2"))
     rows.update(w4(5 if args.quick else 30, reps))
     rows.update(digits_compile_time())
-    print(f"{'measurement':46s} {'value':>10s}   target")
-    print("-" * 70)
-    for name, (value, target) in rows.items():
-        print(f"{name:46s} {value:10.2f}   {target}")
+    print_table(rows, 46)
     return rows
 
 

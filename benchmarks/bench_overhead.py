@@ -160,6 +160,14 @@ def pin_allocator():
         pass
 
 
+def print_table(rows, width):
+    """Print ``{measurement: (value, target)}`` as a table with a ``width``-wide name column."""
+    print(f"{'measurement':{width}s} {'value':>10s}   target")
+    print("-" * (width + 24))
+    for name, (value, target) in rows.items():
+        print(f"{name:{width}s} {value:10.2f}   {target}")
+
+
 def time_pair(numpy_fn, tapegrad_fn, number, repeat):
     """Per-call seconds ``(numpy, tapegrad)``, each as ``(median, min)`` over ``repeat`` runs.
 
