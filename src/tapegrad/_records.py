@@ -307,14 +307,19 @@ def _as_input(a):
     return Tensor(_raw(a))  # a backend array: a constant to every tape
 
 
-def _inputs(args):
-    """``args`` as a record keeps them (:func:`_as_input`), and their ids (None for scalars)."""
-    kept, ids = [], []
+def _input_ids(args):
+    """``args`` as a record keeps them (Variables snapshotted and backend arrays wrapped, by
+    :func:`_as_input`; Tensors and scalars as they are), and their ids (None for scalars)."""
+    ids = []
     for a in args:
-        a = _as_input(a)
-        kept.append(a)
-        ids.append(a._id if isinstance(a, Tensor) else None)
-    return tuple(kept), ids
+        if type(a) is Tensor:
+            ids.append(a._id)
+        elif type(a) in _SCALAR_TYPES or a is None:
+            ids.append(None)
+        else:
+            args = tuple([_as_input(a) for a in args])
+            return args, [a._id if isinstance(a, Tensor) else None for a in args]
+    return args, ids
 
 
 def _new_record(opdef, args, attrs, outs):
@@ -330,15 +335,7 @@ def _new_record(opdef, args, attrs, outs):
     elif n == 2 and type(args[0]) is Tensor and type(args[1]) in _SCALAR_TYPES:
         in_ids = (args[0]._id, None)
     else:
-        in_ids = []
-        for a in args:
-            if type(a) is Tensor:
-                in_ids.append(a._id)
-            elif type(a) in _SCALAR_TYPES or a is None:
-                in_ids.append(None)
-            else:  # Variables are snapshotted, backend arrays wrapped
-                args, in_ids = _inputs(args)
-                break
+        args, in_ids = _input_ids(args)
     reads = gdef.reads
     a0 = args[0] if args else None
     if reads & 1 or (type(a0) is Tensor and getattr(a0._value, "nbytes", 0) < DROP_MIN_BYTES):
@@ -377,16 +374,7 @@ def observed_record(opdef, args, attrs, outs):
     op = _new_object(Operation)
     op._opdef = opdef
     op._gdef = _state.overrides.get(opdef.type, opdef) if _overriding else opdef
-    in_ids = []
-    for a in args:
-        if type(a) is Tensor:
-            in_ids.append(a._id)
-        elif type(a) in _SCALAR_TYPES:
-            in_ids.append(None)
-        else:  # Variables are snapshotted, backend arrays wrapped
-            args = tuple([_as_input(a) for a in args])
-            in_ids = [a._id if isinstance(a, Tensor) else None for a in args]
-            break
+    args, in_ids = _input_ids(args)
     op.inputs, op.outputs, op.attrs = args, outs, attrs
     op._in_ids = tuple(in_ids)
     if len(outs) == 1:

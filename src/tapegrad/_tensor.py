@@ -224,8 +224,6 @@ class Variable(Tensor):
         v = value._value if isinstance(value, Tensor) else value
         xp = _backend.namespace(self._value)
         self._check_kind(v, "assign")
-        if type(v) is not np.ndarray:
-            v = _backend.materialize([v], [self._value])[0]
         return self._set(_backend.asarray(v, dtype=self._value.dtype, copy=True, xp=xp))
 
     def assign_add(self, delta):

@@ -92,6 +92,8 @@ class ForwardAccumulator:
 
     # --- seeing ops ---------------------------------------------------------------------------
     def observe(self, opdef, args, attrs, outs):
+        """Called by the recording state for each op run in the block (not by users): store
+        the tangents of ``outs`` (Tensors) from those of ``args`` by the op's JVP rule."""
         tangents = self._tangents
         ins = [tangents.get(a._id) if isinstance(a, Tensor) else None for a in args]
         if all(t is None for t in ins) or not opdef.differentiable:

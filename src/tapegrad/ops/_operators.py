@@ -10,6 +10,16 @@ from .products import matmul
 from .manipulation import matrix_transpose, to_device
 
 
+def _method(fn):
+    """``fn`` as a Tensor method (``x.astype(dtype)`` is ``astype(x, dtype)``), with its
+    docstring."""
+    def method(self, *args, **kwargs):
+        return fn(self, *args, **kwargs)
+
+    method.__name__, method.__doc__ = fn.__name__, fn.__doc__
+    return method
+
+
 def _swap(fn):
     def reflected(a, b):
         return fn(b, a)
@@ -91,9 +101,8 @@ def attach(cls):
     cls.__rmatmul__ = _swap(matmul)
     cls.T = property(_transpose, doc="The transpose of a 2-d tensor (Array API ``x.T``).")
     cls.mT = property(matrix_transpose, doc="The last two axes swapped (``matrix_transpose``).")
-    cls.astype = lambda self, dtype, /, *, copy=True, device=None: ew.astype(
-        self, dtype, copy=copy, device=device)
-    cls.to_device = lambda self, device, /, *, stream=None: to_device(self, device, stream=stream)
+    cls.astype = _method(ew.astype)
+    cls.to_device = _method(to_device)
     cls.__array_ufunc__ = _array_ufunc
     cls.__dlpack__ = _dlpack
     cls.__dlpack_device__ = _dlpack_device

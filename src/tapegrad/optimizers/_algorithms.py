@@ -558,6 +558,8 @@ class Nadam(Optimizer):
         self._u_product = None
 
     def build(self, var_list):
+        """As :meth:`Optimizer.build`, plus Nadam's momentum-schedule product ``u_product``
+        (a 0-d Variable of the first variable's dtype)."""
         var_list = list(var_list)
         if var_list and self._u_product is None:
             value = var_list[0]._value

@@ -48,6 +48,8 @@ class LearningRateSchedule:
                                   "override `__call__(self, step)`")
 
     def get_config(self):
+        """The constructor arguments as a dict (Keras's ``get_config``), which
+        :meth:`from_config` takes back. Raises ``NotImplementedError`` in the base class."""
         raise NotImplementedError(f"Learning rate schedule '{type(self).__name__}' must "
                                   "override `get_config()` in order to be serializable")
 
@@ -74,6 +76,7 @@ class _RateDecay(LearningRateSchedule):
         return floor(p) if self.staircase else p
 
     def get_config(self):
+        """The constructor arguments, as :meth:`LearningRateSchedule.get_config`."""
         return {"initial_learning_rate": self.initial_learning_rate,
                 "decay_steps": self.decay_steps, "decay_rate": self.decay_rate,
                 "staircase": self.staircase, "name": self.name}
@@ -122,6 +125,7 @@ class PiecewiseConstantDecay(LearningRateSchedule):
         return result
 
     def get_config(self):
+        """The constructor arguments, as :meth:`LearningRateSchedule.get_config`."""
         return {"boundaries": self.boundaries, "values": self.values, "name": self.name}
 
 
@@ -157,6 +161,7 @@ class PolynomialDecay(LearningRateSchedule):
             1.0 - step / decay_steps) ** float(self.power) + end
 
     def get_config(self):
+        """The constructor arguments, as :meth:`LearningRateSchedule.get_config`."""
         return {"initial_learning_rate": self.initial_learning_rate,
                 "decay_steps": self.decay_steps, "end_learning_rate": self.end_learning_rate,
                 "power": self.power, "cycle": self.cycle, "name": self.name}
@@ -221,6 +226,7 @@ class CosineDecay(LearningRateSchedule):
         return where(step < warmup, rising, self._decay(step - warmup, target))
 
     def get_config(self):
+        """The constructor arguments, as :meth:`LearningRateSchedule.get_config`."""
         return {"initial_learning_rate": self.initial_learning_rate,
                 "decay_steps": self.decay_steps, "alpha": self.alpha, "name": self.name,
                 "warmup_target": self.warmup_target, "warmup_steps": self.warmup_steps}

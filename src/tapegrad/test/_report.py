@@ -75,6 +75,7 @@ class OpCheck:
         return "passed"
 
     def lines(self) -> list:
+        """This check's report as lines of text: a status line, then one per problem."""
         head = {"failed": "FAILED", "surrogate": "surrogate", "passed": "passed"}[self.status]
         text = [f"  {head:<9} op {self.number}: {self.op_type}"
                 + (f", gradient {self.where}" if self.where else "")
