@@ -11,6 +11,9 @@ Run ``python benchmarks/bench_dask.py [--rows N] [--repeats R] [--out-of-core 5,
    (persisted in chunks of 500 000 rows), against the same function on NumPy arrays in this
    process. Both give the same numbers (checked to 1e-10) before they are timed; the figures
    are the median of ``--repeats`` runs, and the ratio is Dask over NumPy (target <= 1.3).
+   The data are persisted once both workers have joined (``wait_for_workers``: otherwise the
+   first worker up may get every chunk) and timed once they are in memory; the scheduler
+   decides where the 4 chunks of ``x`` go (printed per worker).
 2. **Out of core**: the example (20 million rows = 2.5 GB generated chunk by chunk on 2 workers
    with 1.5 GiB each) at each row count of ``--out-of-core`` (millions), ``--steps`` steps each
    (default 3), each on a fresh cluster: seconds per step (mean over steps 2..K) and the peak
@@ -54,7 +57,7 @@ def _median_time(fn, repeats):
 
 def in_memory(rows, repeats):
     import dask
-    from dask.distributed import Client, LocalCluster
+    from dask.distributed import Client, LocalCluster, wait
 
     w = tg.Variable(np.random.default_rng(1).normal(size=example.FEATURES) * 0.1)
     b = tg.Variable(0.05)
@@ -66,8 +69,11 @@ def in_memory(rows, repeats):
     t_numpy = _median_time(lambda: gradient(x_np, y_np, w, b), repeats)
     del x_np, y_np
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster):
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        client.wait_for_workers(2)
         x, y = dask.persist(x, y)  # the data live on the workers, in chunks
+        wait([x, y])
+        placement = [sum(1 for k in keys if k[0] == x.name) for keys in client.has_what().values()]
         x, y = tg.asarray(x), tg.asarray(y)
         on_dask = gradient(x, y, w, b)
         for a, n in zip(on_dask[1] + [on_dask[0]], on_numpy[1] + [on_numpy[0]]):
@@ -76,7 +82,8 @@ def in_memory(rows, repeats):
     print(f"\n1. in memory: {rows:,} x {example.FEATURES} float64, one full-batch gradient "
           f"(median of {repeats}, min in brackets)")
     print(f"   tapegrad on NumPy, 1 process:      {t_numpy[0]:.3f} s ({t_numpy[1]:.3f})")
-    print(f"   tapegrad on Dask, 2 workers:       {t_dask[0]:.3f} s ({t_dask[1]:.3f})")
+    print(f"   tapegrad on Dask, 2 workers:       {t_dask[0]:.3f} s ({t_dask[1]:.3f}); chunks of x "
+          f"per worker {placement} (the scheduler places them; 2 and 2 is balanced)")
     print(f"   ratio Dask / NumPy: {t_dask[0] / t_numpy[0]:.2f} (target <= 1.3); "
           f"speed-up {t_numpy[0] / t_dask[0]:.2f}x")
 
