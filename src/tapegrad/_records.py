@@ -322,7 +322,11 @@ def _input_ids(args):
     return args, ids
 
 
-def _new_record(opdef, args, attrs, outs):
+def _new_record(opdef, args, attrs, outs, reads=None):
+    """The record of an op (``opdef``) that ran on ``args`` with ``attrs`` and gave the Tensors
+    ``outs``. It keeps what the op type's gradient reads, or what ``reads`` (a ``READS`` value)
+    says: an observer (forward mode) passes ``READS["both"]``, as a JVP rule may read any input
+    or output."""
     op = _new_object(Operation)
     op._opdef = opdef
     gdef = op._gdef = _state.overrides.get(opdef.type, opdef) if _overriding else opdef
@@ -336,7 +340,8 @@ def _new_record(opdef, args, attrs, outs):
         in_ids = (args[0]._id, None)
     else:
         args, in_ids = _input_ids(args)
-    reads = gdef.reads
+    if reads is None:
+        reads = gdef.reads
     a0 = args[0] if args else None
     if reads & 1 or (type(a0) is Tensor and getattr(a0._value, "nbytes", 0) < DROP_MIN_BYTES):
         op.inputs = args  # kept: read by the gradient, or small (judged by the first input)
@@ -366,25 +371,6 @@ def _new_record(opdef, args, attrs, outs):
 
 
 _SCALAR_TYPES = frozenset(_SCALARS)
-
-
-def observed_record(opdef, args, attrs, outs):
-    """The record of an op that ran while an observer watched it (forward mode), on no tape:
-    it keeps every input and output, as a JVP rule may read any of them."""
-    op = _new_object(Operation)
-    op._opdef = opdef
-    op._gdef = _state.overrides.get(opdef.type, opdef) if _overriding else opdef
-    args, in_ids = _input_ids(args)
-    op.inputs, op.outputs, op.attrs = args, outs, attrs
-    op._in_ids = tuple(in_ids)
-    if len(outs) == 1:
-        o = outs[0]
-        op._out_ids = ids = (o._id,)
-        op._float_out = ids if _floating(o._value) else ()
-    else:
-        op._out_ids = tuple([o._id for o in outs])
-        op._float_out = tuple([o._id for o in outs if _floating(o._value)])
-    return op
 
 
 # --- raw-array reads and conversions of traced tensors ---------------------------------------

@@ -25,6 +25,8 @@ from .errors import GradientShapeError, describe_fn
 from .ops import arange, astype, reshape, stack, zeros, zeros_like
 from .ops import sum as _sum
 
+_KEEP_ALL = _records.READS["both"]  # an observed record keeps every input and output
+
 __all__ = ["ForwardAccumulator", "jvp", "jacfwd"]
 
 class ForwardAccumulator:
@@ -95,14 +97,22 @@ class ForwardAccumulator:
         """Called by the recording state for each op run in the block (not by users): store
         the tangents of ``outs`` (Tensors) from those of ``args`` by the op's JVP rule."""
         tangents = self._tangents
-        ins = [tangents.get(a._id) if isinstance(a, Tensor) else None for a in args]
-        if all(t is None for t in ins) or not opdef.differentiable:
+        get = tangents.get
+        ins = [get(a._id) if isinstance(a, Tensor) else None for a in args]
+        for t in ins:
+            if t is not None:
+                break
+        else:
             return
+        if not opdef.differentiable:
+            return
+        op = _records._new_record(opdef, args, attrs, outs, _KEEP_ALL)
         state = _records._state
         saved = state.tapes
-        state.tapes = saved[:saved.index(self)] if self in saved else saved  # inner ones pause
+        # inner tapes pause while the rule runs (its ops are no business of theirs)
+        state.tapes = () if len(saved) == 1 else saved[:saved.index(self)] if self in saved else saved
         try:
-            outs_t = _tangents(_records.observed_record(opdef, args, attrs, outs), ins, True)
+            outs_t = _tangents(op, ins, True)
         finally:
             state.tapes = saved
         if len(outs) == 1:

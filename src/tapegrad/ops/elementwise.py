@@ -244,9 +244,11 @@ def _define_unary(name, op_type, formula, domain, reads):
     def jvp(o, t):
         # an elementwise op's Jacobian is diagonal, so J t = J^T t: the gradient formula
         # applied to the tangent (real inputs; complex ones take the transposed VJP)
-        if _is_complex(o.outputs[0]) or _is_complex(t):
+        y = o.outputs[0]
+        real = getattr(y._value.dtype, "kind", None) == "f" == getattr(t._value.dtype, "kind", None)
+        if not real and (_is_complex(y) or _is_complex(t)):  # NumPy dtypes: cheap first
             return NotImplemented
-        return formula(o.inputs[0], o.outputs[0], t)
+        return formula(o.inputs[0], y, t)
 
     return op
 
@@ -280,7 +282,7 @@ def _define_binary(name, op_type, f1, f2, dom1, dom2, reads):
         # output's shape (real values; complex ones take the transposed VJP)
         a, b = o.inputs
         y = o.outputs[0]
-        if _is_complex(y):
+        if getattr(y._value.dtype, "kind", None) != "f" and _is_complex(y):
             return NotImplemented
         shape = y._value.shape
         d1 = d2 = None
