@@ -98,12 +98,25 @@ class ForwardAccumulator:
         the tangents of ``outs`` (Tensors) from those of ``args`` by the op's JVP rule."""
         tangents = self._tangents
         get = tangents.get
-        ins = [get(a._id) if isinstance(a, Tensor) else None for a in args]
-        for t in ins:
-            if t is not None:
-                break
+        n = len(args)
+        if n == 2:  # ops of one or two inputs (most) without a comprehension's frame
+            a, b = args
+            ins = (get(a._id) if isinstance(a, Tensor) else None,
+                   get(b._id) if isinstance(b, Tensor) else None)
+            if ins[0] is None and ins[1] is None:
+                return
+        elif n == 1:
+            a = args[0]
+            ins = (get(a._id) if isinstance(a, Tensor) else None,)
+            if ins[0] is None:
+                return
         else:
-            return
+            ins = [get(a._id) if isinstance(a, Tensor) else None for a in args]
+            for t in ins:
+                if t is not None:
+                    break
+            else:
+                return
         if not opdef.differentiable:
             return
         op = _records._new_record(opdef, args, attrs, outs, _KEEP_ALL)
@@ -111,14 +124,15 @@ class ForwardAccumulator:
         saved = state.tapes
         # inner tapes pause while the rule runs (its ops are no business of theirs)
         state.tapes = () if len(saved) == 1 else saved[:saved.index(self)] if self in saved else saved
+        rule = getattr(op._gdef, "jvp", None)  # custom_gradient: none
         try:
-            outs_t = _tangents(op, ins, True)
+            res = NotImplemented if rule is None else rule(op, *ins)
+            if type(res) is Tensor and len(outs) == 1:  # the common case
+                tangents[outs[0]._id] = res
+                return
+            outs_t = _rule_tangents(op, ins, rule, res)
         finally:
             state.tapes = saved
-        if len(outs) == 1:
-            if outs_t[0] is not None:
-                tangents[outs[0]._id] = outs_t[0]
-            return
         for o, t in zip(outs, outs_t):
             if t is not None:
                 tangents[o._id] = t
@@ -138,9 +152,14 @@ _tape.linearize = _recorded_tangents
 def _tangents(op, ins, use_rule) -> list:
     """One tangent (or None) per output of the record ``op``: its JVP rule's (if
     ``use_rule``), else the transposed VJP's."""
-    outs = op.outputs
     rule = getattr(op._gdef, "jvp", None) if use_rule else None  # custom_gradient: none
-    res = NotImplemented if rule is None else rule(op, *ins)
+    return _rule_tangents(op, ins, rule, NotImplemented if rule is None else rule(op, *ins))
+
+
+def _rule_tangents(op, ins, rule, res) -> list:
+    """The output tangents of the record ``op`` from what its JVP ``rule`` returned, ``res``
+    (a Tensor, a tuple with one per output, or ``NotImplemented``: take the transposed VJP)."""
+    outs = op.outputs
     if type(res) is Tensor and len(outs) == 1:  # the common case
         return (res,)
     if res is not NotImplemented:
