@@ -3,8 +3,11 @@
 Run ``python benchmarks/bench_forward.py [--quick]``. Nothing is asserted.
 
 * W4: Hessian-vector product of ``sum(tanh(A x)^2)``, n = 1000, float64: forward over reverse
-  (``tg.hvp``: a ForwardAccumulator around a GradientTape) and reverse over reverse (two
-  nested tapes), against tapegrad's own gradient and a hand-written NumPy HVP.
+  (``tg.hvp``: a ForwardAccumulator around a GradientTape), reverse over reverse (two nested
+  tapes) and reverse over forward (a GradientTape around a ForwardAccumulator), against
+  tapegrad's own gradient and a hand-written NumPy HVP. Forward over reverse also computes
+  the gradient itself (its primal), so it does four matrix-vector products to the gradient's
+  two; reverse over forward does three (``A v`` does not depend on ``x``), as NumPy does.
 * W1 JVP: the 200-op chain of ``bench_overhead.py`` in forward mode (one ForwardAccumulator),
   per-op overhead over the NumPy forward, against the reverse pass's.
 * Tall Jacobian: ``GradientTape.jacobian`` of ``tanh(A x)``, A of shape (1000, 10): forward
@@ -52,6 +55,14 @@ def w4(number, repeat, n=1000):
             gv = tg.sum(inner.gradient(y, x) * v)
         return outer.gradient(gv, x)
 
+    def hvp_rev_fwd():
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            with tg.ForwardAccumulator(x, v) as acc:
+                y = f(x)
+            jv = acc.jvp(y)
+        return tape.gradient(jv, x)
+
     def hvp_numpy():
         # f = sum(t^2), t = tanh(z), z = A x: g = A^T (2 t (1 - t^2)); H v = A^T (w * (A v))
         # with w = d/dz [2 t (1 - t^2)] = 2 (1 - t^2)(1 - 3 t^2)
@@ -61,9 +72,11 @@ def w4(number, repeat, n=1000):
     want = hvp_numpy()
     np.testing.assert_allclose(tg.hvp(f, (x,), (v,)).numpy(), want, rtol=1e-9)
     np.testing.assert_allclose(hvp_rev_rev().numpy(), want, rtol=1e-9)
+    np.testing.assert_allclose(hvp_rev_fwd().numpy(), want, rtol=1e-9)
     return {name: _median(fn, number, repeat) for name, fn in [
         ("gradient", grad), ("hvp fwd-over-rev", lambda: tg.hvp(f, (x,), (v,))),
-        ("hvp rev-over-rev", hvp_rev_rev), ("hvp numpy", hvp_numpy)]}
+        ("hvp rev-over-rev", hvp_rev_rev), ("hvp rev-over-fwd", hvp_rev_fwd),
+        ("hvp numpy", hvp_numpy)]}
 
 
 def _chain_jvp(x0):
@@ -119,9 +132,12 @@ def main(argv=None):
         ("W4 gradient (ms)", t["gradient"] * 1e3, ""),
         ("W4 HVP forward over reverse (ms)", t["hvp fwd-over-rev"] * 1e3, ""),
         ("W4 HVP reverse over reverse (ms)", t["hvp rev-over-rev"] * 1e3, ""),
+        ("W4 HVP reverse over forward (ms)", t["hvp rev-over-fwd"] * 1e3, ""),
         ("W4 HVP hand-written NumPy (ms)", t["hvp numpy"] * 1e3, ""),
         ("W4 fwd-over-rev HVP / own gradient", t["hvp fwd-over-rev"] / t["gradient"], "<= 1.6"),
         ("W4 fwd-over-rev HVP / NumPy HVP", t["hvp fwd-over-rev"] / t["hvp numpy"], "<= 2"),
+        ("W4 rev-over-fwd HVP / own gradient", t["hvp rev-over-fwd"] / t["gradient"], ""),
+        ("W4 rev-over-fwd HVP / NumPy HVP", t["hvp rev-over-fwd"] / t["hvp numpy"], ""),
         ("W1 JVP overhead per op (us)", o["jvp"], "<= reverse's"),
         ("W1 reverse overhead per op (us)", o["reverse"], ""),
         ("tall Jacobian, forward columns (ms)", j["columns"] * 1e3, ""),

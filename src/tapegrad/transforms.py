@@ -371,7 +371,13 @@ def hvp(f, primals, tangents):
     """The Hessian-vector product of a scalar ``f`` at ``primals`` (a tuple) along
     ``tangents`` (one per primal; the product is with respect to the first argument): the JVP
     of the gradient, ``jvp(grad(f), primals, tangents)[1]``, one reverse and one forward pass
-    (Pearlmutter 1994). Errors as :func:`grad` and :func:`~tapegrad.forward.jvp`."""
+    (Pearlmutter 1994). Errors as :func:`grad` and :func:`~tapegrad.forward.jvp`.
+
+    Eagerly, forward over reverse also computes the gradient itself (the JVP's primal). Where
+    that is the dear part, as in ``sum(tanh(A x)^2)`` whose gradient ends in ``A^T g``, reverse
+    over forward is cheaper: a ``GradientTape`` around a ``ForwardAccumulator``, then
+    ``tape.gradient(acc.jvp(f(x)), x)`` (``benchmarks/bench_forward.py``: 1.5x the gradient's
+    time against 2.0x)."""
     return jvp(grad(f), primals, tangents)[1]
 
 
