@@ -322,7 +322,7 @@ class _Program:
         values += [leaves[k]._value if type(leaves[k]) is Tensor else _raw(leaves[k])
                    for k in self.dynamic]
         try:
-            flat = self.compiled(*[a if type(a) is np.ndarray else _host(a) for a in values])
+            flat = self.compiled(*[a if type(a) in _AS_IS else _host(a) for a in values])
         except _jax().errors.JaxRuntimeError as e:  # a callback of tapegrad's raised
             found = re.search(r"(check_numerics|host callback): [^\n]*", str(e))
             if found is None:
@@ -384,9 +384,13 @@ def _raw(x):
     return x._value if isinstance(x, Tensor) else x
 
 
+_AS_IS = {np.ndarray}  # array types JAX takes as they are: NumPy's, and JAX's once seen
+
+
 def _host(a):
     """An input array as JAX takes it: NumPy and JAX arrays as they are, others via NumPy."""
     if isinstance(a, (np.ndarray, np.generic)) or type(a).__module__.startswith("jax"):
+        _AS_IS.add(type(a))
         return a
     return _backend.to_numpy(a)
 
