@@ -225,6 +225,30 @@ def test_custom_gradients_are_respected_in_forward_mode():
     np.testing.assert_allclose(acc.jvp(b).numpy(), [1.0, 1.0])  # the override applies
 
 
+@tg.primitive("ForwardTestScaledProduct")
+def _scaled_product(a, b):
+    return 3.0 * a * b
+
+
+@tg.RegisterGradient("ForwardTestScaledProduct")
+def _scaled_product_grad(op, dy):
+    a, b = op.inputs
+    return dy * 3.0 * b, dy * 3.0 * a
+
+
+def test_the_transposed_vjp_of_an_op_given_a_variable_and_a_raw_array():
+    # no JVP rule: the tangent comes from the transposed VJP, which reads the observed op's
+    # input ids; the NumPy array is a constant input, the Variable a primal with a tangent
+    w = tg.Variable([1.0, -2.0, 0.5])
+    raw = np.asarray([2.0, 4.0, -1.0])
+    with tg.ForwardAccumulator(w, tg.constant([1.0, 0.5, 2.0])) as acc:
+        y = _scaled_product(w, raw)
+    np.testing.assert_allclose(acc.jvp(y).numpy(), 3.0 * raw * [1.0, 0.5, 2.0])
+    with tg.ForwardAccumulator(w, tg.constant([1.0, 0.5, 2.0])) as acc:
+        y = _scaled_product(raw, w)  # the tangent on the second input
+    np.testing.assert_allclose(acc.jvp(y).numpy(), 3.0 * raw * [1.0, 0.5, 2.0])
+
+
 def test_register_jvp_errors():
     with pytest.raises(TypeError, match="RegisterJVP: op_type must be a non-empty string"):
         tg.RegisterJVP(1)

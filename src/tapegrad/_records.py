@@ -322,11 +322,9 @@ def _input_ids(args):
     return args, ids
 
 
-def _new_record(opdef, args, attrs, outs, reads=None):
+def _new_record(opdef, args, attrs, outs):
     """The record of an op (``opdef``) that ran on ``args`` with ``attrs`` and gave the Tensors
-    ``outs``. It keeps what the op type's gradient reads, or what ``reads`` (a ``READS`` value)
-    says: an observer (forward mode) passes ``READS["both"]``, as a JVP rule may read any input
-    or output."""
+    ``outs``, for a tape: it keeps what the op type's gradient reads."""
     op = _new_object(Operation)
     op._opdef = opdef
     gdef = op._gdef = _state.overrides.get(opdef.type, opdef) if _overriding else opdef
@@ -340,8 +338,7 @@ def _new_record(opdef, args, attrs, outs, reads=None):
         in_ids = (args[0]._id, None)
     else:
         args, in_ids = _input_ids(args)
-    if reads is None:
-        reads = gdef.reads
+    reads = gdef.reads
     a0 = args[0] if args else None
     if reads & 1 or (type(a0) is Tensor and getattr(a0._value, "nbytes", 0) < DROP_MIN_BYTES):
         op.inputs = args  # kept: read by the gradient, or small (judged by the first input)
@@ -371,6 +368,41 @@ def _new_record(opdef, args, attrs, outs, reads=None):
 
 
 _SCALAR_TYPES = frozenset(_SCALARS)
+
+
+class ObservedOperation(Operation):
+    """The record of an op that ran while a ``ForwardAccumulator`` watched it, made for its
+    JVP rule, which runs at once: every input and output kept, and the ids (which only the
+    transposed-VJP fallback reads) computed when read. Building none of them is an eighth of
+    forward mode's cost per op."""
+
+    __slots__ = ()
+
+    @property
+    def _in_ids(self):
+        return tuple([a._id if isinstance(a, Tensor) else None for a in self.inputs])
+
+    @property
+    def _out_ids(self):
+        return tuple([o._id for o in self.outputs])
+
+    @property
+    def _float_out(self):
+        return tuple([o._id for o in self.outputs if _floating(o._value)])
+
+
+def observed_record(opdef, args, attrs, outs):
+    """The :class:`ObservedOperation` of ``opdef`` run on ``args`` (backend arrays among them
+    wrapped as constants) with ``attrs``, giving the Tensors ``outs``."""
+    op = _new_object(ObservedOperation)
+    op._opdef = opdef
+    op._gdef = _state.overrides.get(opdef.type, opdef) if _overriding else opdef
+    for a in args:
+        if not isinstance(a, Tensor) and type(a) not in _SCALAR_TYPES and a is not None:
+            args = tuple([a if isinstance(a, Tensor) else _as_input(a) for a in args])
+            break
+    op.inputs, op.outputs, op.attrs = args, outs, attrs
+    return op
 
 
 # --- raw-array reads and conversions of traced tensors ---------------------------------------

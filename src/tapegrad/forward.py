@@ -25,8 +25,6 @@ from .errors import GradientShapeError, describe_fn
 from .ops import arange, astype, reshape, stack, zeros, zeros_like
 from .ops import sum as _sum
 
-_KEEP_ALL = _records.READS["both"]  # an observed record keeps every input and output
-
 __all__ = ["ForwardAccumulator", "jvp", "jacfwd"]
 
 class ForwardAccumulator:
@@ -119,7 +117,7 @@ class ForwardAccumulator:
                 return
         if not opdef.differentiable:
             return
-        op = _records._new_record(opdef, args, attrs, outs, _KEEP_ALL)
+        op = _records.observed_record(opdef, args, attrs, outs)
         state = _records._state
         saved = state.tapes
         # inner tapes pause while the rule runs (its ops are no business of theirs)
