@@ -136,6 +136,38 @@ def test_compat_tensorflow_aliases_and_float32_default():
     assert tf.optimizers is tg.optimizers and tf.test is tg.test and tf.nn is tg.nn
 
 
+def test_compat_tensorflow_takes_tensorflows_positional_arguments_and_keywords():
+    import tapegrad.compat.tensorflow as tf
+
+    x = tf.constant([[1.0, 2.0, 3.0], [4.0, 6.0, 5.0]])
+    xn = x.numpy()
+    for got, want in [
+            (tf.reduce_sum(x, 1), xn.sum(1)), (tf.reduce_mean(x, 0, name="m"), xn.mean(0)),
+            (tf.reduce_max(x, 1, True), xn.max(1, keepdims=True)),
+            (tf.reduce_sum(x, [0, 1]), xn.sum()), (tf.math.reduce_std(x, 0), xn.std(0)),
+            (tf.reduce_logsumexp(x, 1), np.log(np.exp(xn).sum(1))),
+            (tf.concat([x, x], 0), np.concatenate([xn, xn])),
+            (tf.stack([x, x], 1), np.stack([xn, xn], 1)),
+            (tf.transpose(x, perm=[1, 0]), xn.T),
+            (tf.matmul(x, x, transpose_b=True), xn @ xn.T),
+            (tf.matmul(x, x, transpose_a=True), xn.T @ xn),
+            (tf.math.argmax(x), [1, 1, 1]), (tf.argmin(x, 1), [0, 0]),
+            (tf.math.cumsum(x, 1), xn.cumsum(1)),
+            (tf.cumsum(x, 1, exclusive=True), [[0, 1, 3], [0, 4, 10]]),
+            (tf.math.cumsum(x, 1, reverse=True), [[6, 5, 3], [15, 11, 5]])]:
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+    assert tf.math.argmax(x, 1).dtype == np.int64
+    assert tf.math.argmax(x, 1, output_type=tf.int32).dtype == np.int32
+    z = tf.constant([[1 + 2j, 3j], [1.0, 1j]])
+    np.testing.assert_allclose(tf.matmul(z, z, adjoint_a=True).numpy(),
+                               z.numpy().conj().T @ z.numpy())
+    np.testing.assert_allclose(tf.transpose(z, conjugate=True).numpy(), z.numpy().conj().T)
+    v = tf.Variable([[1.0, 2.0], [3.0, 4.0]])
+    with tf.GradientTape() as tape:  # d/dV sum(V V^T) = 2 * column sums broadcast over rows
+        loss = tf.reduce_sum(tf.matmul(v, v, transpose_b=True))
+    np.testing.assert_allclose(tape.gradient(loss, v).numpy(), [[8.0, 12.0], [8.0, 12.0]])
+
+
 def test_compat_tensorflow_float32_defaults_and_model_aliases():
     import tapegrad.compat.tensorflow as tf
 

@@ -1,14 +1,17 @@
 """TensorFlow 2 names for tapegrad: change ``import tensorflow as tf`` to
 ``import tapegrad.compat.tensorflow as tf`` and code that uses only these features runs.
 
-Aliases only: every name is a tapegrad function, module or class, or one with TensorFlow's
-default arguments bound by ``functools.partial``. The one difference from ``import tapegrad``
-is TensorFlow's float32 default: ``constant``, ``convert_to_tensor``, ``Variable``, ``fill``
-and ``range`` make float32 tensors from Python floats; ``zeros``, ``ones``, ``eye``,
-``random.normal`` and ``random.uniform`` are float32 unless given a dtype (``one_hot`` is
-float32 in tapegrad too). ``nn`` (convolutions and pooling included), ``optimizers`` (also as
-``keras.optimizers``, with ``schedules``) and ``train`` are tapegrad's own. Known gaps: ``transpose`` takes the permutation positionally (not
-``perm=``); ``gather`` has no ``batch_dims``.
+Every name is a tapegrad function, module or class: an alias, one with TensorFlow's default
+arguments bound by ``functools.partial``, or (below "TensorFlow's signatures") a thin adapter
+taking TensorFlow's positional arguments and keywords (``tf.reduce_sum(x, 1)``,
+``tf.concat(values, 0)``, ``tf.transpose(x, perm=...)``, ``tf.matmul(a, b, transpose_b=True)``,
+``tf.math.cumsum(x, exclusive=True)``; ``name=`` is accepted and ignored). The one other
+difference from ``import tapegrad`` is TensorFlow's float32 default: ``constant``,
+``convert_to_tensor``, ``Variable``, ``fill`` and ``range`` make float32 tensors from Python
+floats; ``zeros``, ``ones``, ``eye``, ``random.normal`` and ``random.uniform`` are float32
+unless given a dtype (``one_hot`` is float32 in tapegrad too). ``nn`` (convolutions and pooling
+included), ``optimizers`` (also as ``keras.optimizers``, with ``schedules``) and ``train`` are
+tapegrad's own. Known gap: ``gather`` has no ``batch_dims``.
 """
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from tapegrad import (GradientTape, Module, RegisterGradient, Tensor,  # noqa: F
                       cosh, custom_gradient, divide, einsum, equal, exp, float16, float32,
                       float64, floor, gradient_override_map, greater, greater_equal, identity,
                       int32, int64, less, less_equal, log, logical_and, logical_not, logical_or,
-                      matmul, maximum, minimum, multiply, name_scope, nn, no_gradient,
+                      maximum, minimum, multiply, name_scope, nn, no_gradient,
                       not_equal, numpy_function, ones_like, optimizers, pow, py_function,
                       recompute_grad, reshape, round, shape, sign, sin, sinh, sqrt, square,
                       stop_gradient, subtract, tan, tanh, test, tile, where, zeros_like)
@@ -41,14 +44,88 @@ fill = functools.partial(_tg.full, default_float=_f32)
 range = functools.partial(_tg.arange, default_float=_f32)  # noqa: A001 - TensorFlow's name
 one_hot = _tg.nn.one_hot
 
+# --- TensorFlow's signatures ------------------------------------------------------------------
+def _axes(axis):
+    """TensorFlow's axis argument (None, an int, or a list or tuple of ints) as tapegrad's."""
+    return tuple(axis) if isinstance(axis, (list, tuple)) else axis
+
+
+def _reduction(fn):
+    """``fn(x, /, *, axis, keepdims)`` with TensorFlow's ``(input_tensor, axis=None,
+    keepdims=False, name=None)``."""
+    def reduce(input_tensor, axis=None, keepdims=False, name=None):
+        return fn(input_tensor, axis=_axes(axis), keepdims=keepdims)
+
+    reduce.__name__ = reduce.__qualname__ = fn.__name__
+    reduce.__doc__ = (f"``tf.{fn.__name__}``-style reduction: tapegrad's ``{fn.__name__}`` "
+                      "with TensorFlow's positional axis and keepdims (a list of axes allowed).")
+    return reduce
+
+
+reduce_sum, reduce_mean, reduce_prod = map(_reduction, (_tg.sum, _tg.mean, _tg.prod))
+reduce_max, reduce_min = _reduction(_tg.max), _reduction(_tg.min)
+reduce_all, reduce_any = _reduction(_tg.all), _reduction(_tg.any)
+reduce_logsumexp = _reduction(_tg.special.logsumexp)
+reduce_std, reduce_variance = _reduction(_tg.std), _reduction(_tg.var)
+
+
+def concat(values, axis, name=None):
+    """``tf.concat``: the tensors ``values`` joined along ``axis`` (required, as in TF)."""
+    return _tg.concat(values, axis=axis)
+
+
+def stack(values, axis=0, name=None):
+    """``tf.stack``: the same-shape tensors ``values`` stacked along a new ``axis``."""
+    return _tg.stack(values, axis=axis)
+
+
+def transpose(a, perm=None, conjugate=False, name=None):
+    """``tf.transpose``: ``a`` with its axes permuted by ``perm`` (reversed when None),
+    complex-conjugated if ``conjugate``."""
+    out = _tg.permute_dims(a, None if perm is None else tuple(perm))
+    return _tg.conj(out) if conjugate else out
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False,
+           name=None):
+    """``tf.matmul``: ``a @ b`` with either operand's last two axes transposed
+    (``transpose_*``) or conjugate-transposed (``adjoint_*``) first."""
+    if transpose_a or adjoint_a:
+        a = _tg.matrix_transpose(_tg.conj(a) if adjoint_a else a)
+    if transpose_b or adjoint_b:
+        b = _tg.matrix_transpose(_tg.conj(b) if adjoint_b else b)
+    return _tg.matmul(a, b)
+
+
+def _arg(fn):
+    def arg(input, axis=None, output_type=_tg.int64, name=None):  # noqa: A002 - TF's name
+        out = fn(input, axis=0 if axis is None else axis)  # TensorFlow's default axis is 0
+        return out if out.dtype == output_type else _tg.astype(out, output_type)
+
+    arg.__name__ = arg.__qualname__ = fn.__name__
+    arg.__doc__ = (f"``tf.math.{fn.__name__}``: the index of the {fn.__name__[3:]} along "
+                   "``axis`` (0 by default, as in TensorFlow), as ``output_type``.")
+    return arg
+
+
+argmax, argmin = _arg(_tg.argmax), _arg(_tg.argmin)
+
+
+def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):
+    """``tf.math.cumsum``: running sums along ``axis``; ``exclusive`` leaves out each element
+    itself, ``reverse`` sums from the end."""
+    if reverse:
+        x = _tg.flip(x, axis=axis)
+    out = _tg.cumulative_sum(x, axis=axis)
+    if exclusive:
+        out = out - x
+    return _tg.flip(out, axis=axis) if reverse else out
+
+
 # --- manipulation and math -------------------------------------------------------------------
 cast = _tg.astype
-transpose = _tg.permute_dims
 gather = functools.partial(_tg.take, axis=0)
-reduce_sum, reduce_mean, reduce_prod = _tg.sum, _tg.mean, _tg.prod
-reduce_max, reduce_min = _tg.max, _tg.min
-reduce_all, reduce_any, reduce_logsumexp = _tg.all, _tg.any, _tg.special.logsumexp
-concat, stack, expand_dims, squeeze = _tg.concat, _tg.stack, _tg.expand_dims, _tg.squeeze
+expand_dims, squeeze = _tg.expand_dims, _tg.squeeze
 negative, sigmoid = _tg.negative, _tg.nn.sigmoid
 function, TensorSpec, config = _tg.function, _tg.TensorSpec, _tg.config
 
@@ -59,10 +136,11 @@ math = types.SimpleNamespace(
     sinh=_tg.sinh, cosh=_tg.cosh, tanh=_tg.tanh, asin=_tg.asin, acos=_tg.acos, atan=_tg.atan,
     atan2=_tg.atan2, sign=_tg.sign, maximum=_tg.maximum, minimum=_tg.minimum, pow=_tg.pow,
     floor=_tg.floor, ceil=_tg.ceil, round=_tg.round, sigmoid=_tg.nn.sigmoid,
-    softplus=_tg.nn.softplus, reduce_sum=_tg.sum, reduce_mean=_tg.mean, reduce_max=_tg.max,
-    reduce_min=_tg.min, reduce_prod=_tg.prod, reduce_std=_tg.std, reduce_variance=_tg.var,
-    reduce_logsumexp=_tg.special.logsumexp, cumsum=_tg.cumulative_sum, argmax=_tg.argmax,
-    argmin=_tg.argmin, greater=_tg.greater, less=_tg.less, equal=_tg.equal,
+    softplus=_tg.nn.softplus, reduce_sum=reduce_sum, reduce_mean=reduce_mean,
+    reduce_max=reduce_max, reduce_min=reduce_min, reduce_prod=reduce_prod,
+    reduce_std=reduce_std, reduce_variance=reduce_variance, reduce_logsumexp=reduce_logsumexp,
+    reduce_all=reduce_all, reduce_any=reduce_any, cumsum=cumsum, argmax=argmax, argmin=argmin,
+    greater=_tg.greater, less=_tg.less, equal=_tg.equal,
 )
 linalg = types.SimpleNamespace(global_norm=_tg.global_norm,
                                **{n: getattr(_tg.linalg, n) for n in _tg.linalg.__all__})
