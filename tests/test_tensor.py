@@ -168,6 +168,45 @@ def test_compat_tensorflow_takes_tensorflows_positional_arguments_and_keywords()
     np.testing.assert_allclose(tape.gradient(loss, v).numpy(), [[8.0, 12.0], [8.0, 12.0]])
 
 
+@pytest.mark.parametrize("batch_dims,axis,index_shape", [
+    (1, None, (2, 6)), (1, 2, (2, 2, 3)), (1, -1, (2, 4)), (2, None, (2, 3, 2)),
+    (-1, None, (2, 3))])
+def test_compat_tensorflow_gather_with_batch_dims(batch_dims, axis, index_shape):
+    import itertools
+
+    import tapegrad.compat.tensorflow as tf
+
+    rng = np.random.default_rng(5)
+    p = rng.normal(size=(2, 3, 4, 5))
+    b = batch_dims % len(index_shape) if batch_dims < 0 else batch_dims
+    ax = b if axis is None else axis % p.ndim
+    idx = rng.integers(0, p.shape[ax], size=index_shape)
+    want = np.empty(p.shape[:ax] + idx.shape[b:] + p.shape[ax + 1:])
+    for bi in itertools.product(*[range(n) for n in p.shape[:b]]):  # TF's definition
+        want[bi] = np.take(p[bi], idx[bi], axis=ax - b)
+    v = tf.Variable(p, dtype=tf.float64)
+    with tf.GradientTape() as tape:
+        got = tf.gather(v, idx, axis=axis, batch_dims=batch_dims)
+        loss = tf.reduce_sum(got * got)
+    np.testing.assert_allclose(got.numpy(), want)
+    grad = np.zeros_like(p)  # d/dp sum(gathered^2): 2 * value, added at each picked slice
+    for bi in itertools.product(*[range(n) for n in p.shape[:b]]):
+        moved = np.moveaxis(grad[bi], ax - b, 0)
+        np.add.at(moved, idx[bi], 2 * np.moveaxis(np.take(p[bi], idx[bi], axis=ax - b),
+                                                  list(range(ax - b, ax - b + idx[bi].ndim)),
+                                                  list(range(idx[bi].ndim))))
+    np.testing.assert_allclose(tape.gradient(loss, v).numpy(), grad)
+
+
+def test_compat_tensorflow_gather_rejects_mismatched_batch_axes():
+    import tapegrad.compat.tensorflow as tf
+
+    with pytest.raises(ValueError, match=r"must share their first 1 axes and axis \(here 0\)"):
+        tf.gather(tf.zeros([2, 3]), [[0], [1]], axis=0, batch_dims=1)
+    with pytest.raises(ValueError, match="params \\(2, 3\\) and indices \\(3, 1\\)"):
+        tf.gather(tf.zeros([2, 3]), [[0], [1], [0]], batch_dims=1)
+
+
 def test_compat_tensorflow_float32_defaults_and_model_aliases():
     import tapegrad.compat.tensorflow as tf
 

@@ -5,16 +5,18 @@ Every name is a tapegrad function, module or class: an alias, one with TensorFlo
 arguments bound by ``functools.partial``, or (below "TensorFlow's signatures") a thin adapter
 taking TensorFlow's positional arguments and keywords (``tf.reduce_sum(x, 1)``,
 ``tf.concat(values, 0)``, ``tf.transpose(x, perm=...)``, ``tf.matmul(a, b, transpose_b=True)``,
-``tf.math.cumsum(x, exclusive=True)``; ``name=`` is accepted and ignored). The one other
+``tf.math.cumsum(x, exclusive=True)``, ``tf.gather(x, i, batch_dims=1)``; ``name=`` is accepted
+and ignored). The one other
 difference from ``import tapegrad`` is TensorFlow's float32 default: ``constant``,
 ``convert_to_tensor``, ``Variable``, ``fill`` and ``range`` make float32 tensors from Python
 floats; ``zeros``, ``ones``, ``eye``, ``random.normal`` and ``random.uniform`` are float32
 unless given a dtype (``one_hot`` is float32 in tapegrad too). ``nn`` (convolutions and pooling
 included), ``optimizers`` (also as ``keras.optimizers``, with ``schedules``) and ``train`` are
-tapegrad's own. Known gap: ``gather`` has no ``batch_dims``.
+tapegrad's own.
 """
 from __future__ import annotations
 
+import builtins
 import functools
 import types
 
@@ -43,6 +45,9 @@ eye = functools.partial(_tg.eye, dtype=_f32)
 fill = functools.partial(_tg.full, default_float=_f32)
 range = functools.partial(_tg.arange, default_float=_f32)  # noqa: A001 - TensorFlow's name
 one_hot = _tg.nn.one_hot
+
+_range = builtins.range  # this module's range is TensorFlow's tf.range
+
 
 # --- TensorFlow's signatures ------------------------------------------------------------------
 def _axes(axis):
@@ -122,9 +127,40 @@ def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):
     return _tg.flip(out, axis=axis) if reverse else out
 
 
+def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name=None):
+    """``tf.gather``: the slices of ``params`` along ``axis`` at the integer ``indices``.
+
+    With ``batch_dims`` b (negative counts from the end of ``indices``' axes), the first b
+    axes of ``params`` and ``indices`` are batch axes of equal sizes, matched one to one, and
+    ``axis`` (default b) must be at least b. Result shape: ``params.shape[:axis] +
+    indices.shape[b:] + params.shape[axis + 1:]``. Raises ``ValueError`` for an ``axis``
+    before the batch axes or batch axes of different sizes, ``IndexError`` for an index out
+    of range. Gradient: the indexing's (a scatter-add of the cotangent).
+    """
+    params, indices = _tg.convert_to_tensor(params), _tg.convert_to_tensor(indices)
+    b = batch_dims + indices.ndim if batch_dims < 0 else batch_dims
+    axis = b if axis is None else axis + params.ndim if axis < 0 else axis
+    if b == 0:
+        return _tg.take(params, indices, axis=axis)
+    if axis < b or tuple(params.shape[:b]) != tuple(indices.shape[:b]):
+        raise ValueError(f"gather: with batch_dims={batch_dims}, params {tuple(params.shape)} "
+                         f"and indices {tuple(indices.shape)} must share their first {b} axes "
+                         f"and axis (here {axis}) must be at least {b}")
+    n, m = indices.ndim, axis - b
+    if m:  # the gathered axis next to the batch axes
+        params = _tg.permute_dims(params, (*_range(b), axis, *_range(b, axis),
+                                           *_range(axis + 1, params.ndim)))
+    batch = tuple(_tg.reshape(_tg.arange(params.shape[k]), [1] * k + [-1] + [1] * (n - k - 1))
+                  for k in _range(b))
+    out = params[(*batch, indices)]  # params.shape[:b] + indices.shape[b:] + the rest
+    if not m:
+        return out
+    return _tg.permute_dims(out, (*_range(b), *_range(n, n + m), *_range(b, n),
+                                  *_range(n + m, out.ndim)))
+
+
 # --- manipulation and math -------------------------------------------------------------------
 cast = _tg.astype
-gather = functools.partial(_tg.take, axis=0)
 expand_dims, squeeze = _tg.expand_dims, _tg.squeeze
 negative, sigmoid = _tg.negative, _tg.nn.sigmoid
 function, TensorSpec, config = _tg.function, _tg.TensorSpec, _tg.config
