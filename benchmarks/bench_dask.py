@@ -82,8 +82,8 @@ def in_memory(rows, repeats):
     print(f"\n1. in memory: {rows:,} x {example.FEATURES} float64, one full-batch gradient "
           f"(median of {repeats}, min in brackets)")
     print(f"   tapegrad on NumPy, 1 process:      {t_numpy[0]:.3f} s ({t_numpy[1]:.3f})")
-    print(f"   tapegrad on Dask, 2 workers:       {t_dask[0]:.3f} s ({t_dask[1]:.3f}); chunks of x "
-          f"per worker {placement} (the scheduler places them; 2 and 2 is balanced)")
+    print(f"   tapegrad on Dask, 2 workers:       {t_dask[0]:.3f} s ({t_dask[1]:.3f}); "
+          f"chunks of x per worker {placement} (the scheduler places them; 2 and 2 is balanced)")
     print(f"   ratio Dask / NumPy: {t_dask[0] / t_numpy[0]:.2f} (target <= 1.3); "
           f"speed-up {t_numpy[0] / t_dask[0]:.2f}x")
 

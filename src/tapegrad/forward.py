@@ -121,7 +121,10 @@ class ForwardAccumulator:
         state = _records._state
         saved = state.tapes
         # inner tapes pause while the rule runs (its ops are no business of theirs)
-        state.tapes = () if len(saved) == 1 else saved[:saved.index(self)] if self in saved else saved
+        if len(saved) == 1:
+            state.tapes = ()
+        elif self in saved:
+            state.tapes = saved[:saved.index(self)]
         rule = getattr(op._gdef, "jvp", None)  # custom_gradient: none
         try:
             res = NotImplemented if rule is None else rule(op, *ins)

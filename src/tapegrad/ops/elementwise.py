@@ -245,8 +245,9 @@ def _define_unary(name, op_type, formula, domain, reads):
         # an elementwise op's Jacobian is diagonal, so J t = J^T t: the gradient formula
         # applied to the tangent (real inputs; complex ones take the transposed VJP)
         y = o.outputs[0]
-        real = getattr(y._value.dtype, "kind", None) == "f" == getattr(t._value.dtype, "kind", None)
-        if not real and (_is_complex(y) or _is_complex(t)):  # NumPy dtypes: cheap first
+        kind = getattr(y._value.dtype, "kind", None)
+        real = kind == "f" == getattr(t._value.dtype, "kind", None)  # NumPy dtypes: cheap first
+        if not real and (_is_complex(y) or _is_complex(t)):
             return NotImplemented
         return formula(o.inputs[0], y, t)
 
