@@ -142,12 +142,20 @@ def test_save_numbers_checkpoints_and_latest_checkpoint_finds_the_last(tmp_path)
     p2 = ckpt.save(tmp_path / "ckpt")
     assert (os.path.basename(p1), os.path.basename(p2)) == ("ckpt-1", "ckpt-2")
     assert tg.train.latest_checkpoint(tmp_path) == p2 and int(ckpt.save_counter) == 2
-    ckpt.restore(p1)
+    status = ckpt.restore(p1)
     np.testing.assert_array_equal(w.numpy(), [1.0, 2.0])
+    # TensorFlow's status methods run and chain (a strict restore matched everything)
+    assert status.expect_partial().assert_consumed().assert_existing_objects_matched() is status
+    assert status.path == p1 and status.run_restore_ops() is status
     assert int(ckpt.save_counter) == 1  # restored, as TensorFlow does: numbering continues
     assert os.path.basename(ckpt.save(tmp_path / "ckpt")) == "ckpt-2"
     assert ckpt.w is w  # root objects are attributes
-    ckpt.restore(None)  # a no-op: restore(manager.latest_checkpoint) with none yet
+    w.assign([5.0, 6.0])
+    nothing = ckpt.restore(None)  # a no-op: restore(manager.latest_checkpoint) with none yet
+    np.testing.assert_array_equal(w.numpy(), [5.0, 6.0])
+    assert nothing.expect_partial() is nothing
+    with pytest.raises(AssertionError, match=r"no checkpoint was restored \(Checkpoint"):
+        nothing.assert_consumed()
 
 
 def test_dtypes_and_scalars_round_trip(tmp_path):

@@ -29,7 +29,7 @@ from . import _backend
 from ._tensor import Tensor, Variable
 from .errors import CheckpointError
 
-__all__ = ["Checkpoint", "CheckpointManager", "latest_checkpoint"]
+__all__ = ["Checkpoint", "CheckpointLoadStatus", "CheckpointManager", "latest_checkpoint"]
 
 FORMAT = "tapegrad-checkpoint"
 VERSION = 1
@@ -416,7 +416,9 @@ class Checkpoint:
         return path
 
     def restore(self, path):
-        """Restore every Variable of the objects from the checkpoint ``path``; returns None.
+        """Restore every Variable of the objects from the checkpoint ``path``; returns a
+        :class:`CheckpointLoadStatus` (TensorFlow's assertions on it all hold: a restore that
+        returns restored everything).
 
         ``path``: what :meth:`save` or :meth:`write` returned, or
         ``tg.train.latest_checkpoint(directory)``; ``None`` does nothing (so
@@ -436,7 +438,7 @@ class Checkpoint:
             ImportError: safetensors is not installed.
         """
         if path is None:
-            return None
+            return CheckpointLoadStatus(None)
         path = os.fspath(path)
         records, arrays = _read(path)
         where = f"Checkpoint.restore({path!r})"
@@ -483,7 +485,48 @@ class Checkpoint:
                 variable._set(arrays[name])
             else:
                 variable.assign(arrays[name])
-        return None
+        return CheckpointLoadStatus(path)
+
+
+class CheckpointLoadStatus:
+    """What :meth:`Checkpoint.restore` returns, with TensorFlow's methods, so that
+    ``checkpoint.restore(path).expect_partial()`` and ``.assert_consumed()`` run.
+
+    tapegrad's restore is strict: it raises, restoring nothing, unless every Variable of the
+    objects is in the checkpoint and every value of the checkpoint belongs to one (names,
+    shapes and dtypes). So for a status that exists the assertions hold, and each method
+    returns the status. ``path``: the checkpoint restored, or None (``restore(None)``,
+    nothing to restore: as TensorFlow's initialization-only status, ``assert_consumed`` then
+    raises ``AssertionError``).
+    """
+
+    def __init__(self, path):
+        self.path = path
+
+    def assert_consumed(self):
+        """Every checkpoint value matched a Variable and every Variable was restored."""
+        if self.path is None:
+            raise AssertionError("no checkpoint was restored (Checkpoint.restore(None))")
+        return self
+
+    def assert_existing_objects_matched(self):
+        """Every Variable of the objects was restored (see :meth:`assert_consumed`)."""
+        return self.assert_consumed()
+
+    def assert_nontrivial_match(self):
+        """Something was restored (see :meth:`assert_consumed`)."""
+        return self.assert_consumed()
+
+    def expect_partial(self):
+        """Accepted for TensorFlow code; a partial match has already raised in ``restore``."""
+        return self
+
+    def run_restore_ops(self, session=None):
+        """Nothing to run: the restore happened eagerly."""
+        return self
+
+    def __repr__(self):
+        return f"<CheckpointLoadStatus path={self.path!r}>"
 
 
 def latest_checkpoint(directory):
