@@ -330,8 +330,8 @@ class _Program:
             kind = NumericsError if found.group(1) == "check_numerics" else TypeError
             raise kind(found.group(0)) from None
         n_out, n_changed = len(self.tensors), len(self.changed)
-        if _backend._default is np:  # waiting first, then copying, is the quicker of the two
-            outs = [_wrap(np.asarray(a)) for a in _jax().block_until_ready(flat[:n_out])]
+        if _backend._default is np:
+            outs = [_wrap(np.asarray(a)) for a in flat[:n_out]]
         else:
             outs = [Tensor(_to_default_backend(a)) for a in flat[:n_out]]
         # state stays a JAX array between calls (no copy to and from XLA) where eager ops can
