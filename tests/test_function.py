@@ -39,6 +39,35 @@ def test_traces_once_per_signature_and_prints_at_trace_time(capsys):
     assert f.experimental_get_tracing_count() == 4
 
 
+def test_calls_of_tensors_alone_find_their_program_by_shape_and_dtype(capsys):
+    @tg.function(jit_compile=True)
+    def g(x, y):
+        print("tracing g")
+        return x * y
+
+    a, b = tg.constant([1.0, 2.0]), tg.constant([3.0, 4.0])
+    for _ in range(3):
+        np.testing.assert_allclose(g(a, b).numpy(), [3.0, 8.0])
+    g(tg.constant([1.0, 2.0, 3.0]), tg.constant([1.0, 1.0, 1.0]))  # new shapes
+    g(a, tg.constant(np.array([3.0, 4.0], dtype=np.float32)))  # a new dtype
+    g(a, y=b)  # a keyword: another signature, as in TensorFlow
+    assert g.experimental_get_tracing_count() == 4
+    assert capsys.readouterr().out == "tracing g\n" * 4
+
+    @tg.function(jit_compile=True)
+    def outer(x):
+        print("tracing outer")
+        return g(x, x) + 1.0  # inside outer's trace: inlined, not g's program for (2,)
+
+    np.testing.assert_allclose(outer(a).numpy(), [2.0, 5.0])
+    assert g.experimental_get_tracing_count() == 4
+    assert capsys.readouterr().out == "tracing outer\ntracing g\n"
+    with tg.GradientTape() as tape:  # the found program's call is still recorded
+        tape.watch(a)
+        y = tg.sum(g(a, b))
+    np.testing.assert_allclose(tape.gradient(y, a).numpy(), [3.0, 4.0])
+
+
 def test_results_have_eager_dtypes_and_live_on_the_default_backend():
     @tg.function(jit_compile=True)
     def f(x, y):

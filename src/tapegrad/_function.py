@@ -134,6 +134,7 @@ class Function:
         self._signature = None if input_signature is None else list(input_signature)
         self._jit_compile = jit_compile
         self._programs = {}
+        self._by_shapes = {}  # the programs of calls with Tensor arguments only, by their shapes
         self._jax = None  # the jax module, once a call compiled
         self._retrace = set()
         self._traces = 0
@@ -154,14 +155,18 @@ class Function:
             self._check_signature(args)
         if config._run_eagerly or not self._compiles():
             return self._func(*args, **kwargs)
+        if not kwargs and self._by_shapes:  # Tensors only: found without JAX's tree functions
+            program = self._by_shapes.get(_shapes_key(args))
+            if program is not None:
+                return program.run(args)
         jax = self._jax or _jax()
         self._jax = jax
         leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
         key = (treedef, tuple([_leaf_key(x, self.__name__) for x in leaves]))
+        if any(isinstance(_raw(x), jax.core.Tracer) for x in leaves):
+            return self._func(*args, **kwargs)  # called while another is traced: inline
         program = self._programs.get(key)
         if program is None:
-            if any(isinstance(_raw(x), jax.core.Tracer) for x in leaves):
-                return self._func(*args, **kwargs)  # called while another is traced: inline
             retrace = key in self._retrace  # after a first call that created Variables
             program = _Program(self, treedef, leaves, first=self._traces == 0 and not retrace)
             self._traces += not retrace
@@ -170,6 +175,8 @@ class Function:
                 return program.run(leaves)
             self._retrace.discard(key)
             self._programs[key] = program
+            if not kwargs and _shapes_key(args) is not None:
+                self._by_shapes[_shapes_key(args)] = program
         return program.run(leaves)
 
     def _compiles(self) -> bool:
@@ -194,6 +201,19 @@ class Function:
                        if hasattr(a, "shape") else f"a {type(a).__name__}")
                 raise TypeError(f"{self.__name__}: argument {k} has {got}, which does not fit "
                                 f"its input_signature {spec!r}")
+
+
+def _shapes_key(args):
+    """The key of a call whose arguments are all Tensors holding NumPy or (concrete) JAX
+    arrays: their shapes and dtypes, which decide its program as its full key does. None for
+    any other call (a tracer among them: the call is inlined into a trace)."""
+    key = []
+    for a in args:
+        if type(a) is not Tensor or type(a._value) not in _AS_IS:
+            return None
+        v = a._value
+        key.append((v.shape, v.dtype))
+    return tuple(key)
 
 
 def _is_array(x) -> bool:
@@ -291,6 +311,8 @@ class _Program:
         self.out_leaves, self.out_tree, self.tensors = (info["out_leaves"], info["out_tree"],
                                                          info["tensors"])
         self.single = self.tensors == [0] and self.out_tree == jax.tree_util.tree_structure(0)
+        self.n_out = len(self.tensors)
+        self.state = (*self.changed, *self.created)  # written back after each call
         from jax.extend.core import jaxpr_as_fun
 
         fun = jaxpr_as_fun(closed)
@@ -317,30 +339,35 @@ class _Program:
 
     def run(self, leaves):
         """Call the compiled program on the leaves of a call's arguments; returns the result."""
-        variables = self.variables
-        values = [v._value for v in variables]
-        values += [leaves[k]._value if type(leaves[k]) is Tensor else _raw(leaves[k])
-                   for k in self.dynamic]
+        values = [v._value for v in self.variables]
+        for k in self.dynamic:
+            x = leaves[k]
+            values.append(x._value if type(x) is Tensor else _raw(x))
+        for i, a in enumerate(values):
+            if type(a) not in _AS_IS:
+                values[i] = _host(a)
         try:
-            flat = self.compiled(*[a if type(a) in _AS_IS else _host(a) for a in values])
+            flat = self.compiled(*values)
         except _jax().errors.JaxRuntimeError as e:  # a callback of tapegrad's raised
             found = re.search(r"(check_numerics|host callback): [^\n]*", str(e))
             if found is None:
                 raise
             kind = NumericsError if found.group(1) == "check_numerics" else TypeError
             raise kind(found.group(0)) from None
-        n_out, n_changed = len(self.tensors), len(self.changed)
+        n_out = self.n_out
         if _backend._default is np:
-            outs = [_wrap(np.asarray(a)) for a in flat[:n_out]]
+            outs = [_wrap(np.asarray(a)) for a in flat[:n_out]] if n_out > 1 else (
+                [_wrap(np.asarray(flat[0]))] if n_out else [])
         else:
             outs = [Tensor(_to_default_backend(a)) for a in flat[:n_out]]
-        # state stays a JAX array between calls (no copy to and from XLA) where eager ops can
-        # mix it with the default backend's arrays: NumPy's (JAX takes them) or JAX's own
-        keep = _backend._default is np or _backend._default.__name__.startswith("jax")
-        for v, a in zip((*self.changed, *self.created), flat[n_out:]):
-            v._value = a if keep else _to_default_backend(a)
+        if self.state:
+            # state stays a JAX array between calls (no copy to and from XLA) where eager ops
+            # can mix it with the default backend's arrays: NumPy's (JAX takes them) or JAX's
+            keep = _backend._default is np or _backend._default.__name__.startswith("jax")
+            for v, a in zip(self.state, flat[n_out:]):
+                v._value = a if keep else _to_default_backend(a)
         if _records._state.tapes:
-            self._record(leaves, variables, outs)
+            self._record(leaves, self.variables, outs)
         if self.single:
             return outs[0]
         result = list(self.out_leaves)
@@ -384,13 +411,14 @@ def _raw(x):
     return x._value if isinstance(x, Tensor) else x
 
 
-_AS_IS = {np.ndarray}  # array types JAX takes as they are: NumPy's, and JAX's once seen
+_AS_IS = {np.ndarray}  # concrete array types JAX takes as they are: NumPy's, JAX's once seen
 
 
 def _host(a):
     """An input array as JAX takes it: NumPy and JAX arrays as they are, others via NumPy."""
     if isinstance(a, (np.ndarray, np.generic)) or type(a).__module__.startswith("jax"):
-        _AS_IS.add(type(a))
+        if not isinstance(a, _jax().core.Tracer):
+            _AS_IS.add(type(a))
         return a
     return _backend.to_numpy(a)
 
