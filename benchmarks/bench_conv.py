@@ -19,23 +19,13 @@ tapegrad <= 1.3x NumPy im2col and <= 2x ``jax.jit``.
 from __future__ import annotations
 
 import argparse
-import statistics
-import timeit
 
 import numpy as np
 
 import tapegrad as tg
-from bench_overhead import print_table
+from bench_overhead import print_table, time_pair
 
 N, H, W, C, O, K = 32, 32, 32, 16, 32, 3
-
-
-def _median_pair(fa, fb, number, repeat):
-    ra, rb = [], []
-    for _ in range(repeat):
-        ra.append(timeit.timeit(fa, number=number) / number)
-        rb.append(timeit.timeit(fb, number=number) / number)
-    return statistics.median(ra), statistics.median(rb)
 
 
 def _check(got, want):
@@ -101,15 +91,15 @@ def main(argv=None):
 
     ref = conv_numpy(x, w, dy)
     _check([t.numpy() for t in conv_tapegrad(xt, wt, dyt)], ref)
-    t_np, t_tg = _median_pair(lambda: conv_numpy(x, w, dy), lambda: conv_tapegrad(xt, wt, dyt),
-                              number, reps)
+    (t_np, _), (t_tg, _) = time_pair(lambda: conv_numpy(x, w, dy),
+                                     lambda: conv_tapegrad(xt, wt, dyt), number, reps)
     rows = {"tapegrad eager (ms)": (t_tg * 1e3, ""), "NumPy im2col (ms)": (t_np * 1e3, ""),
             "tapegrad / NumPy im2col": (t_tg / t_np, "<= 1.3")}
     peer = _jax_peer()
     if peer is not None:
         _check(peer(x, w, dy), ref)
-        t_jax, t_tg2 = _median_pair(lambda: peer(x, w, dy), lambda: conv_tapegrad(xt, wt, dyt),
-                                    number, reps)
+        (t_jax, _), (t_tg2, _) = time_pair(lambda: peer(x, w, dy),
+                                           lambda: conv_tapegrad(xt, wt, dyt), number, reps)
         rows.update({"jax.jit (ms)": (t_jax * 1e3, ""),
                      "tapegrad / jax.jit": (t_tg2 / t_jax, "<= 2")})
     print_table(rows, 30)

@@ -20,28 +20,18 @@ tapegrad's Variables) stays in JAX arrays between calls. Nothing is asserted.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
-import timeit
 
 import numpy as np
 
 import tapegrad as tg
 from bench_overhead import (N_OPS, chain, chain_numpy, chain_tapegrad, make_mlp, pin_allocator,
-                            print_table, step_numpy)
+                            print_table, step_numpy, time_pair)
 
 from tapegrad._function import _jax  # noqa: E402
 
 jax = _jax()  # JAX with 64-bit mode on, as tg.function uses it
 jnp = jax.numpy
-
-
-def _median_pair(fa, fb, number, repeat):
-    ra, rb = [], []
-    for _ in range(repeat):
-        ra.append(timeit.timeit(fa, number=number) / number)
-        rb.append(timeit.timeit(fb, number=number) / number)
-    return statistics.median(ra), statistics.median(rb)
 
 
 def _ready(x):
@@ -62,10 +52,10 @@ def w1(number, repeat):
     xt = tg.constant(x0)
     np.testing.assert_allclose(compiled(xt).numpy(), np.asarray(peer(x0)), rtol=1e-10)
     np.testing.assert_allclose(chain_tapegrad(x0), chain_numpy(x0), rtol=1e-10)
-    t_jit, t_tg = _median_pair(lambda: _ready(peer(x0)), lambda: compiled(xt).numpy(),
-                               number, repeat)
-    t_np, t_eager = _median_pair(lambda: chain_numpy(x0), lambda: chain_tapegrad(x0),
-                                 max(number // 10, 5), repeat)
+    (t_jit, _), (t_tg, _) = time_pair(lambda: _ready(peer(x0)), lambda: compiled(xt).numpy(),
+                                      number, repeat)
+    (t_np, _), (t_eager, _) = time_pair(lambda: chain_numpy(x0), lambda: chain_tapegrad(x0),
+                                        max(number // 10, 5), repeat)
     return {"W1 compiled / jax.jit": (t_tg / t_jit, "<= 1.25"),
             "W1 jax.jit (us)": (t_jit * 1e6, ""), "W1 compiled (us)": (t_tg * 1e6, ""),
             "W1 eager overhead per op over NumPy (us)": ((t_eager - t_np) / N_OPS * 1e6, "<= 3")}
@@ -123,9 +113,9 @@ def mlp(sizes, batch, number, repeat, tag):
     l_tg = float(compiled(xt, lt))
     assert abs(l_peer - l_tg) < 1e-4 * max(1.0, abs(l_peer)), (l_peer, l_tg)
     np_params = [p.copy() for p in params]
-    t_jit, t_tg = _median_pair(run_peer, lambda: compiled(xt, lt).numpy(), number, repeat)
-    t_np, t_eager = _median_pair(lambda: step_numpy(x, labels, np_params),
-                                 lambda: step(xt, lt), number, repeat)
+    (t_jit, _), (t_tg, _) = time_pair(run_peer, lambda: compiled(xt, lt).numpy(), number, repeat)
+    (t_np, _), (t_eager, _) = time_pair(lambda: step_numpy(x, labels, np_params),
+                                        lambda: step(xt, lt), number, repeat)
     return {f"{tag} compiled / jax.jit": (t_tg / t_jit, "<= 1.1"),
             f"{tag} compiled / NumPy": (t_tg / t_np, ""),
             f"{tag} jax.jit / NumPy": (t_jit / t_np, ""),
@@ -164,8 +154,8 @@ def w4(number, repeat, n=1000):
 
     xt, vt = tg.constant(x0), tg.constant(v0)
     np.testing.assert_allclose(hvp(xt, vt).numpy(), np.asarray(peer(x0, v0)), rtol=1e-8)
-    t_jit, t_tg = _median_pair(lambda: _ready(peer(x0, v0)), lambda: hvp(xt, vt).numpy(),
-                               number, repeat)
+    (t_jit, _), (t_tg, _) = time_pair(lambda: _ready(peer(x0, v0)),
+                                      lambda: hvp(xt, vt).numpy(), number, repeat)
     return {"W4 HVP compiled / jax.jit": (t_tg / t_jit, "<= 1.2")}
 
 

@@ -62,8 +62,9 @@ def _reduction(fn):
         return fn(input_tensor, axis=_axes(axis), keepdims=keepdims)
 
     reduce.__name__ = reduce.__qualname__ = fn.__name__
-    reduce.__doc__ = (f"``tf.{fn.__name__}``-style reduction: tapegrad's ``{fn.__name__}`` "
-                      "with TensorFlow's positional axis and keepdims (a list of axes allowed).")
+    reduce.__doc__ = (f"TensorFlow's reduction over ``axis`` (None: all; an int, or a list or "
+                      f"tuple of ints) as tapegrad's ``{fn.__name__}``, whose shapes, dtypes, "
+                      "errors and gradient it has; ``keepdims`` keeps the axes as size 1.")
     return reduce
 
 
@@ -75,18 +76,22 @@ reduce_std, reduce_variance = _reduction(_tg.std), _reduction(_tg.var)
 
 
 def concat(values, axis, name=None):
-    """``tf.concat``: the tensors ``values`` joined along ``axis`` (required, as in TF)."""
+    """``tf.concat``: the tensors ``values`` joined along ``axis`` (required, as in TF);
+    shapes, dtypes, errors and gradient as ``tapegrad.concat``."""
     return _tg.concat(values, axis=axis)
 
 
 def stack(values, axis=0, name=None):
-    """``tf.stack``: the same-shape tensors ``values`` stacked along a new ``axis``."""
+    """``tf.stack``: the same-shape tensors ``values`` stacked along a new ``axis``; shapes,
+    dtypes, errors and gradient as ``tapegrad.stack``."""
     return _tg.stack(values, axis=axis)
 
 
 def transpose(a, perm=None, conjugate=False, name=None):
     """``tf.transpose``: ``a`` with its axes permuted by ``perm`` (reversed when None),
-    complex-conjugated if ``conjugate``."""
+    complex-conjugated if ``conjugate``. Result shape ``a.shape`` permuted, same dtype;
+    ``ValueError`` for a ``perm`` that is not a permutation of the axes (as
+    ``tapegrad.permute_dims``). Gradient: the cotangent permuted back."""
     out = _tg.permute_dims(a, None if perm is None else tuple(perm))
     return _tg.conj(out) if conjugate else out
 
@@ -94,7 +99,8 @@ def transpose(a, perm=None, conjugate=False, name=None):
 def matmul(a, b, transpose_a=False, transpose_b=False, adjoint_a=False, adjoint_b=False,
            name=None):
     """``tf.matmul``: ``a @ b`` with either operand's last two axes transposed
-    (``transpose_*``) or conjugate-transposed (``adjoint_*``) first."""
+    (``transpose_*``) or conjugate-transposed (``adjoint_*``) first; shapes, dtypes, errors
+    and gradient as ``tapegrad.matmul`` of the transposed operands."""
     if transpose_a or adjoint_a:
         a = _tg.matrix_transpose(_tg.conj(a) if adjoint_a else a)
     if transpose_b or adjoint_b:
@@ -109,7 +115,9 @@ def _arg(fn):
 
     arg.__name__ = arg.__qualname__ = fn.__name__
     arg.__doc__ = (f"``tf.math.{fn.__name__}``: the index of the {fn.__name__[3:]} along "
-                   "``axis`` (0 by default, as in TensorFlow), as ``output_type``.")
+                   "``axis`` (0 by default, as in TensorFlow): ``input``'s shape without "
+                   "``axis``, dtype ``output_type``; errors as tapegrad's "
+                   f"``{fn.__name__}``; no gradient (integer result).")
     return arg
 
 
@@ -118,7 +126,9 @@ argmax, argmin = _arg(_tg.argmax), _arg(_tg.argmin)
 
 def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):
     """``tf.math.cumsum``: running sums along ``axis``; ``exclusive`` leaves out each element
-    itself, ``reverse`` sums from the end."""
+    itself, ``reverse`` sums from the end. Result: ``x``'s shape and dtype; errors as
+    ``tapegrad.cumulative_sum``. Gradient: the reversed running sum of the cotangent (by the
+    composition)."""
     if reverse:
         x = _tg.flip(x, axis=axis)
     out = _tg.cumulative_sum(x, axis=axis)

@@ -389,22 +389,31 @@ def _cumulative_prod_grad(op, dy):
     # No division by zero; exact to first order everywhere, higher orders exact where no
     # slice holds a zero (the j > k0 terms vanish only at x_k0 = 0), as for prod.
     x, y = op.inputs[0], op.outputs[0]
+    axis, lead, before, first, ones, excl, tail = _first_zero_parts(op, x)
+    if op.attrs.get("include_initial", False):  # y_0 = 1 is a constant: drop it
+        dy, y = dy[lead + (slice(1, None), ...)], y[lead + (slice(1, None), ...)]
+    g = where(before, _reverse_cumsum(dy * y, axis) / where(before, x, ones), 0.0)
+    # at the first zero: the exclusive product times the tail products after it
+    s = _sum(where(before, 0.0, dy * tail), axis=axis, keepdims=True)
+    return g + where(first, excl * s, 0.0)
+
+
+def _first_zero_parts(op, x):
+    """What the CumulativeProd gradient and JVP share, for ``x`` along the op's axis:
+    ``(axis, lead, before, first, ones, excl, tail)``, with ``lead`` the index prefix of the
+    axis, ``before`` (ahead of the slice's first zero) and ``first`` (at it) masks, ``excl``
+    the exclusive products and ``tail`` the products after the first zero (ones up to it)."""
     axis = op.attrs.get("axis")
     axis = 0 if axis is None else axis % x.ndim
     lead = (slice(None),) * axis
-    if op.attrs.get("include_initial", False):  # y_0 = 1 is a constant: drop it
-        dy, y = dy[lead + (slice(1, None), ...)], y[lead + (slice(1, None), ...)]
     zero = x == 0.0
     zeros_so_far = cumulative_sum(astype(zero, x.dtype), axis=axis)
     before = zeros_so_far == 0.0
     first = logical_and(zero, zeros_so_far == 1.0)
     ones = ones_like(x)
-    g = where(before, _reverse_cumsum(dy * y, axis) / where(before, x, ones), 0.0)
-    # at the first zero: the exclusive product times the tail products after it
     excl = cumulative_prod(x, axis=axis, include_initial=True)[lead + (slice(None, -1), ...)]
     tail = cumulative_prod(where(logical_or(before, first), ones, x), axis=axis)
-    s = _sum(where(before, 0.0, dy * tail), axis=axis, keepdims=True)
-    return g + where(first, excl * s, 0.0)
+    return axis, lead, before, first, ones, excl, tail
 
 
 @RegisterJVP("CumulativeProd")
@@ -414,20 +423,11 @@ def _cumulative_prod_jvp(op, t):
     #   k >= k0: only j = k0 keeps no zero factor: dy_k = (prod_{i<k0} x_i) t_k0 prod_{k0<i<=k} x_i.
     # No division by zero, as in the gradient; exact to first order everywhere.
     x, y = op.inputs[0], op.outputs[0]
-    axis = op.attrs.get("axis")
-    axis = 0 if axis is None else axis % x.ndim
-    lead = (slice(None),) * axis
+    axis, lead, before, first, ones, excl, tail = _first_zero_parts(op, x)
     initial = op.attrs.get("include_initial", False)
     if initial:  # y_0 = 1 is a constant: its tangent is zero
         y0, y = y[lead + (slice(0, 1), ...)], y[lead + (slice(1, None), ...)]
-    zero = x == 0.0
-    zeros_so_far = cumulative_sum(astype(zero, x.dtype), axis=axis)
-    before = zeros_so_far == 0.0
-    first = logical_and(zero, zeros_so_far == 1.0)
-    ones = ones_like(x)
     dy = y * cumulative_sum(where(before, t / where(before, x, ones), 0.0), axis=axis)
-    excl = cumulative_prod(x, axis=axis, include_initial=True)[lead + (slice(None, -1), ...)]
-    tail = cumulative_prod(where(logical_or(before, first), ones, x), axis=axis)
     at_zero = _sum(where(first, excl * t, 0.0), axis=axis, keepdims=True)
     dy = where(before, dy, at_zero * tail)
     if initial:
