@@ -516,3 +516,71 @@ def test_a_variable_leaked_by_a_failed_trace_is_ignored_by_later_traces():
 
     assert float(step(tg.constant([1.0, 2.0]))) == 3.0
     assert float(step(tg.constant([1.0, 2.0]))) == 6.0 and float(total) == 6.0
+
+
+def _fresh_process(code, **env):
+    """Run ``code`` in a new interpreter (JAX not yet started); returns its stdout lines."""
+    import os
+    import subprocess
+    import textwrap
+
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **env})
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split("\n")
+
+
+def test_compiled_programs_run_synchronously_on_the_cpu_by_default():
+    out = _fresh_process("""
+        import jax, tapegrad as tg
+        f = tg.function(lambda x: tg.sin(x) * 2.0, jit_compile=True)
+        print(float(f(tg.constant([0.5]))[0]))
+        print(jax.config.values["jax_cpu_enable_async_dispatch"],
+              tg.config.experimental.get_synchronous_execution())
+        try:
+            tg.config.experimental.set_synchronous_execution(False)
+        except RuntimeError as e:
+            print(e)
+    """)
+    assert float(out[0]) == pytest.approx(2 * np.sin(0.5))
+    assert out[1] == "False True"
+    assert out[2] == ("set_synchronous_execution(False): JAX has already started its backends "
+                      "with synchronous CPU execution, which cannot change afterwards; call it at "
+                      "the start of the program, before the first tg.function call or JAX "
+                      "computation")
+
+
+def test_asynchronous_dispatch_when_asked_for_or_when_jax_started_first():
+    asked = _fresh_process("""
+        import jax, tapegrad as tg
+        tg.config.experimental.set_synchronous_execution(False)
+        tg.function(lambda x: x * 2.0, jit_compile=True)(tg.constant([1.0]))
+        print(jax.config.values["jax_cpu_enable_async_dispatch"],
+              tg.config.experimental.get_synchronous_execution())
+    """)
+    assert asked[0] == "True False"
+    started = _fresh_process("""
+        import jax, jax.numpy as jnp, tapegrad as tg
+        jnp.ones(2).block_until_ready()  # JAX's CPU backend starts with its default
+        tg.function(lambda x: x * 2.0, jit_compile=True)(tg.constant([1.0]))
+        print(tg.config.experimental.get_synchronous_execution())
+        try:
+            tg.config.experimental.set_synchronous_execution(True)
+        except RuntimeError as e:
+            print(e)
+    """)
+    assert started[0] == "False"
+    assert started[1].startswith("set_synchronous_execution(True): JAX has already started its "
+                                 "backends with asynchronous CPU execution")
+    from_env = _fresh_process("""
+        import jax, tapegrad as tg
+        tg.function(lambda x: x * 2.0, jit_compile=True)(tg.constant([1.0]))
+        print(tg.config.experimental.get_synchronous_execution())
+    """, JAX_CPU_ENABLE_ASYNC_DISPATCH="1")
+    assert from_env[0] == "False"
+
+
+def test_set_synchronous_execution_takes_a_bool_or_none():
+    with pytest.raises(TypeError, match=r"set_synchronous_execution: expected True, False or "
+                                        r"None, got 'yes'"):
+        tg.config.experimental.set_synchronous_execution("yes")

@@ -118,7 +118,9 @@ def _import_namespace(name: str):
     if name.split(".")[0] == "jax":  # float64, as on every other backend
         import jax
 
-        jax.config.update("jax_enable_x64", True)
+        from . import config
+
+        config.configure_jax(jax)
     if not hasattr(module, "__array_api_version__"):
         import array_api_compat
 

@@ -54,8 +54,7 @@ def _jax():
     except ImportError:
         raise ImportError(f"tg.function(jit_compile=True) compiles with XLA through JAX, which "
                           f"is not installed; {_JAX_HINT}, or use jit_compile=False") from None
-    if not jax.config.jax_enable_x64:
-        jax.config.update("jax_enable_x64", True)
+    config.configure_jax(jax)
     return jax
 
 

@@ -1,7 +1,13 @@
 """Process-wide switches (``tg.config``), with TensorFlow 2's names."""
 from __future__ import annotations
 
+import os
+import sys
+import types
+
 _run_eagerly = False
+_synchronous = None  # set_synchronous_execution's setting; None: tapegrad's default (True)
+_jax_configured = False  # configure_jax has run
 
 
 def run_functions_eagerly(run_eagerly: bool) -> None:
@@ -17,3 +23,77 @@ def run_functions_eagerly(run_eagerly: bool) -> None:
 def functions_run_eagerly() -> bool:
     """Whether :func:`run_functions_eagerly` is on."""
     return _run_eagerly
+
+
+_ASYNC_FLAG = "jax_cpu_enable_async_dispatch"
+
+
+def _backends_started(jax) -> bool:
+    from jax._src import xla_bridge  # no public equivalent (JAX 0.4.30 to 0.10)
+
+    started = getattr(xla_bridge, "backends_are_initialized", None)
+    return started() if started is not None else True
+
+
+def set_synchronous_execution(enable) -> None:
+    """Run compiled programs on the CPU synchronously (``True``) or with JAX's asynchronous
+    dispatch (``False``); ``None`` restores tapegrad's default, ``True``. As
+    ``tf.config.experimental.set_synchronous_execution`` (here ``tg.config.experimental``).
+
+    A ``tg.function`` call waits for its results (it returns them as arrays of the default
+    backend), so asynchronous dispatch on the CPU only adds a hand-over between threads: the
+    200-op W1 program of ``benchmarks/bench_function.py`` takes about 15 us run inline and 40
+    us dispatched. tapegrad therefore turns JAX's ``jax_cpu_enable_async_dispatch`` off when
+    it first uses JAX, unless the environment variable ``JAX_CPU_ENABLE_ASYNC_DISPATCH`` sets
+    it or this function was called with ``False``. GPUs are not affected. JAX reads the flag
+    when it starts its CPU backend, so the switch must come before JAX's first computation.
+
+    Raises ``TypeError`` unless ``enable`` is a bool or ``None``; ``RuntimeError`` if JAX has
+    already started its backends with the other mode.
+    """
+    global _synchronous
+    if enable is not None and not isinstance(enable, bool):
+        raise TypeError(f"set_synchronous_execution: expected True, False or None, got "
+                        f"{enable!r}")
+    jax = sys.modules.get("jax")
+    if jax is not None and _backends_started(jax):
+        now = not jax.config.values[_ASYNC_FLAG]
+        if now != (enable is not False):
+            raise RuntimeError(
+                f"set_synchronous_execution({enable}): JAX has already started its backends "
+                f"with {'synchronous' if now else 'asynchronous'} CPU execution, which cannot "
+                "change afterwards; call it at the start of the program, before the first "
+                "tg.function call or JAX computation")
+    _synchronous = enable
+    if jax is not None and not _backends_started(jax):
+        jax.config.update(_ASYNC_FLAG, enable is False)
+
+
+def get_synchronous_execution() -> bool:
+    """Whether compiled programs run synchronously on the CPU: JAX's setting once it has
+    started, else the mode :func:`set_synchronous_execution` chose (default ``True``)."""
+    jax = sys.modules.get("jax")
+    if jax is not None and (_jax_configured or _backends_started(jax)):
+        return not jax.config.values[_ASYNC_FLAG]
+    return _synchronous is not False
+
+
+def configure_jax(jax) -> None:
+    """Set up ``jax`` for tapegrad (called wherever tapegrad first uses it): 64-bit mode on,
+    and the CPU execution mode of :func:`set_synchronous_execution` if JAX has not started
+    its backends yet and the environment does not set it."""
+    global _jax_configured
+    if not jax.config.jax_enable_x64:
+        jax.config.update("jax_enable_x64", True)
+    if _jax_configured:
+        return
+    _jax_configured = True
+    if "JAX_CPU_ENABLE_ASYNC_DISPATCH" in os.environ and _synchronous is None:
+        return
+    if not _backends_started(jax):
+        jax.config.update(_ASYNC_FLAG, _synchronous is False)
+
+
+experimental = types.SimpleNamespace(set_synchronous_execution=set_synchronous_execution,
+                                     get_synchronous_execution=get_synchronous_execution)
+experimental.__doc__ = "``tg.config.experimental``: TensorFlow's experimental config names."
