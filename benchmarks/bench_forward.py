@@ -8,6 +8,8 @@ Run ``python benchmarks/bench_forward.py [--quick]``. Nothing is asserted.
   tapegrad's own gradient and a hand-written NumPy HVP. Forward over reverse also computes
   the gradient itself (its primal), so it does four matrix-vector products to the gradient's
   two; reverse over forward does three (``A v`` does not depend on ``x``), as NumPy does.
+  With JAX installed, the gradient and the forward-over-reverse HVP are also timed compiled
+  (``tg.function``), where XLA drops the unused gradient: three products to two.
 * W1 JVP: the 200-op chain of ``bench_overhead.py`` in forward mode (one ForwardAccumulator),
   per-op overhead over the NumPy forward, against the reverse pass's.
 * Tall Jacobian: ``GradientTape.jacobian`` of ``tanh(A x)``, A of shape (1000, 10): forward
@@ -16,6 +18,7 @@ Run ``python benchmarks/bench_forward.py [--quick]``. Nothing is asserted.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import statistics
 import timeit
 
@@ -73,10 +76,17 @@ def w4(number, repeat, n=1000):
     np.testing.assert_allclose(tg.hvp(f, (x,), (v,)).numpy(), want, rtol=1e-9)
     np.testing.assert_allclose(hvp_rev_rev().numpy(), want, rtol=1e-9)
     np.testing.assert_allclose(hvp_rev_fwd().numpy(), want, rtol=1e-9)
-    return {name: _median(fn, number, repeat) for name, fn in [
-        ("gradient", grad), ("hvp fwd-over-rev", lambda: tg.hvp(f, (x,), (v,))),
-        ("hvp rev-over-rev", hvp_rev_rev), ("hvp rev-over-fwd", hvp_rev_fwd),
-        ("hvp numpy", hvp_numpy)]}
+    timed = [("gradient", grad), ("hvp fwd-over-rev", lambda: tg.hvp(f, (x,), (v,))),
+             ("hvp rev-over-rev", hvp_rev_rev), ("hvp rev-over-fwd", hvp_rev_fwd),
+             ("hvp numpy", hvp_numpy)]
+    if importlib.util.find_spec("jax") is not None:  # the same two compiled (tg.function)
+        grad_c = tg.function(lambda x: tg.grad(f)(x), jit_compile=True)
+        hvp_c = tg.function(lambda x, v: tg.hvp(f, (x,), (v,)), jit_compile=True)
+        np.testing.assert_allclose(grad_c(x).numpy(), grad().numpy(), rtol=1e-9)
+        np.testing.assert_allclose(hvp_c(x, v).numpy(), want, rtol=1e-9)
+        timed += [("compiled gradient", lambda: grad_c(x).numpy()),
+                  ("compiled hvp fwd-over-rev", lambda: hvp_c(x, v).numpy())]
+    return {name: _median(fn, number, repeat) for name, fn in timed}
 
 
 def _chain_jvp(x0):
@@ -138,6 +148,13 @@ def main(argv=None):
         ("W4 fwd-over-rev HVP / NumPy HVP", t["hvp fwd-over-rev"] / t["hvp numpy"], "<= 2"),
         ("W4 rev-over-fwd HVP / own gradient", t["hvp rev-over-fwd"] / t["gradient"], ""),
         ("W4 rev-over-fwd HVP / NumPy HVP", t["hvp rev-over-fwd"] / t["hvp numpy"], ""),
+    ]
+    if "compiled gradient" in t:
+        rows += [("W4 compiled gradient (ms)", t["compiled gradient"] * 1e3, ""),
+                 ("W4 compiled fwd-over-rev HVP (ms)", t["compiled hvp fwd-over-rev"] * 1e3, ""),
+                 ("W4 compiled fwd-over-rev HVP / gradient",
+                  t["compiled hvp fwd-over-rev"] / t["compiled gradient"], "")]
+    rows += [
         ("W1 JVP overhead per op (us)", o["jvp"], "<= reverse's"),
         ("W1 reverse overhead per op (us)", o["reverse"], ""),
         ("tall Jacobian, forward columns (ms)", j["columns"] * 1e3, ""),
