@@ -171,3 +171,18 @@ def test_explain_needs_png_or_svg(capsys):
         digits.main(["--explain", "step.jpg"])
     assert info.value.code == 2
     assert "--explain PATH must end in .png or .svg" in capsys.readouterr().err
+
+
+def test_compiled_training_matches_eager_and_reports_its_tracing(capsys, monkeypatch):
+    pytest.importorskip("jax")
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    x_train, y_train, _, _ = digits.load_data()
+    x, y = x_train[:70], y_train[:70]  # batches of 32, 32 and 6: two signatures
+    eager = digits.train(digits.build_model(), x, y, epochs=2)
+    capsys.readouterr()
+    compiled = digits.train(digits.build_model(), x, y, epochs=2, compiled=True)
+    np.testing.assert_allclose(compiled, eager, rtol=1e-4)
+    text = capsys.readouterr().out
+    assert text.startswith("first step (trace and XLA compile): ")
+    assert re.search(r"tracing and compiling took \d+\.\d\d s for 2 batch shape\(s\) \(a last "
+                     r"batch of 6 images is a new signature\); the 6 steps ran in the rest", text)

@@ -172,7 +172,8 @@ def train(params, x_train, y_train, *, epochs: int = 30, batch_size: int = 32,
     """Train ``params`` in place with Adam on shuffled mini-batches; return the step losses.
 
     x_train: (n, 64) float array, y_train: (n,) integer labels. ``compiled``: run the step with
-    ``tg.function`` (needs JAX); the first step's time (trace and XLA compile) is printed.
+    ``tg.function`` (needs JAX); the first step's time (trace and XLA compile) is printed, and at
+    the end the time of all the steps that traced a new signature.
     Shows a tqdm bar with the running (exponentially averaged) loss, or prints one line per
     epoch without tqdm.
     """
@@ -184,16 +185,19 @@ def train(params, x_train, y_train, *, epochs: int = 30, batch_size: int = 32,
     n = len(x_train)
     steps = -(-n // batch_size)
     bar = _progress(epochs * steps)
-    losses, running = [], None
+    losses, running, tracing = [], None, 0.0
     for epoch in range(epochs):
         order = rng.permutation(n)
         for start in range(0, n, batch_size):
             idx = order[start:start + batch_size]
             xb, tb = tg.constant(x_train[idx]), tg.constant(onehot[idx])
+            traces = step.experimental_get_tracing_count() if compiled else 0
             t0 = time.perf_counter()
             value = float(step(xb, tb))
-            if compiled and not losses:
-                print(f"first step (trace and XLA compile): {time.perf_counter() - t0:.2f} s")
+            if compiled and step.experimental_get_tracing_count() > traces:
+                tracing += time.perf_counter() - t0
+                if not losses:
+                    print(f"first step (trace and XLA compile): {tracing:.2f} s")
             losses.append(value)
             running = value if running is None else 0.95 * running + 0.05 * value
             if bar is not None:
@@ -203,6 +207,11 @@ def train(params, x_train, y_train, *, epochs: int = 30, batch_size: int = 32,
             print(f"epoch {epoch + 1}/{epochs}: running loss {running:.4f}")
     if bar is not None:
         bar.close()
+    if compiled:
+        print(f"tracing and compiling took {tracing:.2f} s for "
+              f"{step.experimental_get_tracing_count()} batch shape(s) (a last batch of "
+              f"{n % batch_size or batch_size} images is a new signature); the "
+              f"{len(losses)} steps ran in the rest")
     return losses
 
 
