@@ -524,8 +524,9 @@ def _fresh_process(code, **env):
     import subprocess
     import textwrap
 
+    base = {k: v for k, v in os.environ.items() if k != "TAPEGRAD_ARRAY_BACKEND"}  # NumPy
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, **env})
+                          text=True, timeout=120, env={**base, **env})
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.split("\n")
 
@@ -547,7 +548,9 @@ def test_compiled_programs_run_synchronously_on_the_cpu_by_default():
     assert out[2] == ("set_synchronous_execution(False): JAX has already started its backends "
                       "with synchronous CPU execution, which cannot change afterwards; call it at "
                       "the start of the program, before the first tg.function call or JAX "
-                      "computation")
+                      "computation, or set the environment variable JAX_CPU_ENABLE_ASYNC_DISPATCH "
+                      "(1 or 0) before Python starts (needed with "
+                      "TAPEGRAD_ARRAY_BACKEND=jax.numpy, where importing tapegrad starts JAX)")
 
 
 def test_asynchronous_dispatch_when_asked_for_or_when_jax_started_first():
@@ -578,6 +581,11 @@ def test_asynchronous_dispatch_when_asked_for_or_when_jax_started_first():
         print(tg.config.experimental.get_synchronous_execution())
     """, JAX_CPU_ENABLE_ASYNC_DISPATCH="1")
     assert from_env[0] == "False"
+    jax_backend = _fresh_process("""
+        import tapegrad as tg
+        print(tg.config.experimental.get_synchronous_execution())
+    """, TAPEGRAD_ARRAY_BACKEND="jax.numpy", JAX_CPU_ENABLE_ASYNC_DISPATCH="1")
+    assert jax_backend[0] == "False"
 
 
 def test_set_synchronous_execution_takes_a_bool_or_none():

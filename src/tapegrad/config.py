@@ -63,7 +63,9 @@ def set_synchronous_execution(enable) -> None:
                 f"set_synchronous_execution({enable}): JAX has already started its backends "
                 f"with {'synchronous' if now else 'asynchronous'} CPU execution, which cannot "
                 "change afterwards; call it at the start of the program, before the first "
-                "tg.function call or JAX computation")
+                "tg.function call or JAX computation, or set the environment variable "
+                "JAX_CPU_ENABLE_ASYNC_DISPATCH (1 or 0) before Python starts (needed with "
+                "TAPEGRAD_ARRAY_BACKEND=jax.numpy, where importing tapegrad starts JAX)")
     _synchronous = enable
     if jax is not None and not _backends_started(jax):
         jax.config.update(_ASYNC_FLAG, enable is False)
