@@ -29,10 +29,19 @@ _ASYNC_FLAG = "jax_cpu_enable_async_dispatch"
 
 
 def _backends_started(jax) -> bool:
-    from jax._src import xla_bridge  # no public equivalent (JAX 0.4.30 to 0.10)
-
+    """Whether JAX has started its backends (assumed so where this JAX cannot say)."""
+    try:
+        from jax._src import xla_bridge  # no public equivalent (JAX 0.4.30 to 0.10)
+    except ImportError:
+        return True
     started = getattr(xla_bridge, "backends_are_initialized", None)
     return started() if started is not None else True
+
+
+def _jax_with_flag():
+    """The ``jax`` module if it is imported and has the CPU dispatch flag, else None."""
+    jax = sys.modules.get("jax")
+    return jax if jax is not None and _ASYNC_FLAG in getattr(jax.config, "values", {}) else None
 
 
 def set_synchronous_execution(enable) -> None:
@@ -55,7 +64,7 @@ def set_synchronous_execution(enable) -> None:
     if enable is not None and not isinstance(enable, bool):
         raise TypeError(f"set_synchronous_execution: expected True, False or None, got "
                         f"{enable!r}")
-    jax = sys.modules.get("jax")
+    jax = _jax_with_flag()
     if jax is not None and _backends_started(jax):
         now = not jax.config.values[_ASYNC_FLAG]
         if now != (enable is not False):
@@ -73,10 +82,14 @@ def set_synchronous_execution(enable) -> None:
 
 def get_synchronous_execution() -> bool:
     """Whether compiled programs run synchronously on the CPU: JAX's setting once it has
-    started, else the mode :func:`set_synchronous_execution` chose (default ``True``)."""
-    jax = sys.modules.get("jax")
+    started, else the mode :func:`set_synchronous_execution` chose, else the one the
+    environment variable ``JAX_CPU_ENABLE_ASYNC_DISPATCH`` sets (default ``True``)."""
+    jax = _jax_with_flag()
     if jax is not None and (_jax_configured or _backends_started(jax)):
         return not jax.config.values[_ASYNC_FLAG]
+    if _synchronous is None and "JAX_CPU_ENABLE_ASYNC_DISPATCH" in os.environ:  # JAX's reading
+        return os.environ["JAX_CPU_ENABLE_ASYNC_DISPATCH"].lower() in ("n", "no", "f", "false",
+                                                                        "off", "0")
     return _synchronous is not False
 
 
@@ -90,6 +103,8 @@ def configure_jax(jax) -> None:
     if _jax_configured:
         return
     _jax_configured = True
+    if _ASYNC_FLAG not in jax.config.values:  # a JAX without the flag: its own mode
+        return
     if "JAX_CPU_ENABLE_ASYNC_DISPATCH" in os.environ and _synchronous is None:
         return
     if not _backends_started(jax):
