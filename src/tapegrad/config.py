@@ -28,7 +28,7 @@ def functions_run_eagerly() -> bool:
 _ASYNC_FLAG = "jax_cpu_enable_async_dispatch"
 
 
-def _backends_started(jax) -> bool:
+def _backends_started() -> bool:
     """Whether JAX has started its backends (assumed so where this JAX cannot say)."""
     try:
         from jax._src import xla_bridge  # no public equivalent (JAX 0.4.30 to 0.10)
@@ -65,7 +65,7 @@ def set_synchronous_execution(enable) -> None:
         raise TypeError(f"set_synchronous_execution: expected True, False or None, got "
                         f"{enable!r}")
     jax = _jax_with_flag()
-    if jax is not None and _backends_started(jax):
+    if jax is not None and _backends_started():
         now = not jax.config.values[_ASYNC_FLAG]
         if now != (enable is not False):
             raise RuntimeError(
@@ -76,7 +76,7 @@ def set_synchronous_execution(enable) -> None:
                 "JAX_CPU_ENABLE_ASYNC_DISPATCH (1 or 0) before Python starts (needed with "
                 "TAPEGRAD_ARRAY_BACKEND=jax.numpy, where importing tapegrad starts JAX)")
     _synchronous = enable
-    if jax is not None and not _backends_started(jax):
+    if jax is not None and not _backends_started():
         jax.config.update(_ASYNC_FLAG, enable is False)
 
 
@@ -85,7 +85,7 @@ def get_synchronous_execution() -> bool:
     started, else the mode :func:`set_synchronous_execution` chose, else the one the
     environment variable ``JAX_CPU_ENABLE_ASYNC_DISPATCH`` sets (default ``True``)."""
     jax = _jax_with_flag()
-    if jax is not None and (_jax_configured or _backends_started(jax)):
+    if jax is not None and (_jax_configured or _backends_started()):
         return not jax.config.values[_ASYNC_FLAG]
     if _synchronous is None and "JAX_CPU_ENABLE_ASYNC_DISPATCH" in os.environ:  # JAX's reading
         return os.environ["JAX_CPU_ENABLE_ASYNC_DISPATCH"].lower() in ("n", "no", "f", "false",
@@ -107,7 +107,7 @@ def configure_jax(jax) -> None:
         return
     if "JAX_CPU_ENABLE_ASYNC_DISPATCH" in os.environ and _synchronous is None:
         return
-    if not _backends_started(jax):
+    if not _backends_started():
         jax.config.update(_ASYNC_FLAG, _synchronous is False)
 
 
