@@ -136,6 +136,10 @@ def test_errors():
         tg.squeeze(tg.ones((2, 3)), 0)
     with pytest.raises(ValueError, match=r"concat: cannot concatenate shapes \(2, 3\), \(4, 5\)"):
         tg.concat([tg.ones((2, 3)), tg.ones((4, 5))])
+    with pytest.raises(ValueError, match=r"concat: cannot concatenate shapes \(2, 3\), \(3,\) "
+                                         r"along axis 0: the tensors have different numbers of "
+                                         "dimensions"):
+        tg.concat([tg.ones((2, 3)), tg.ones(3)])
     with pytest.raises(ValueError, match="at least one tensor"):
         tg.concat([])
     with pytest.raises(TypeError, match="list or tuple of tensors"):

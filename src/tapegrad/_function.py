@@ -174,8 +174,9 @@ class Function:
                 return program.run(leaves)
             self._retrace.discard(key)
             self._programs[key] = program
-            if not kwargs and _shapes_key(args) is not None:
-                self._by_shapes[_shapes_key(args)] = program
+            by_shapes = None if kwargs else _shapes_key(args)
+            if by_shapes is not None:
+                self._by_shapes[by_shapes] = program
         return program.run(leaves)
 
     def _compiles(self) -> bool:

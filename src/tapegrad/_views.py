@@ -10,7 +10,7 @@ import types
 import numpy as np
 
 from . import _backend
-from ._records import Dropped, Operation, _as_input, _new_record, _state
+from ._records import Dropped, Operation, _state
 from ._tensor import Tensor
 from ._validation import as_gradient_list, check_gradient, no_gradient_error
 from .errors import describe_fn

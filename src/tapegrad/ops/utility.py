@@ -12,6 +12,7 @@ from .indexing import getitem
 from .manipulation import broadcast_to, concat
 from .reductions import _reduction
 
+
 def _truth_reduction(name):
     """The forward of ``xp.all``/``xp.any``, with a complex ``x`` compared with 0 first (JAX
     reduces only the real part: ``any([0j, 1j])`` would be False)."""
