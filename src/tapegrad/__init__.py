@@ -25,6 +25,9 @@ from . import custom_gradient as _cg
 from .custom_gradient import *  # noqa: F401,F403
 from . import config, debugging, fft, linalg, nn, optimizers, random, special, test, viz  # noqa: E402
 from . import train  # noqa: E402
+from . import control_flow as _control_flow
+from .control_flow import *  # noqa: F401,F403
+from . import lax  # noqa: E402
 from . import transforms as _transforms
 from .transforms import *  # noqa: F401,F403
 from ._function import Function, TensorSpec, function
@@ -53,7 +56,7 @@ __all__ = [
     "Arg", "errors", "fft", "linalg", "nn", "optimizers", "random", "special", "test", "viz",
     "config", "train", "function", "Function", "TensorSpec", "ForwardAccumulator",
     "RegisterJVP", "jvp", "jacfwd", "Module", "name_scope",
-    *_cg.__all__,
+    *_cg.__all__, *_control_flow.__all__, "lax",
     *_transforms.__all__,
     "float16", "float32", "float64", "complex64", "complex128", "int8", "int16", "int32",
     "int64", "uint8", "uint16", "uint32", "uint64", "bool", "e", "pi", "inf", "nan", "newaxis",

@@ -272,7 +272,8 @@ class _Program:
                 for v, val in zip(candidates, var_vals):
                     v._value = val
                 args, kwargs = self._arguments([Tensor(v) for v in dyn_vals])
-                out = self.func(*args, **kwargs)
+                with config.trace_scope():
+                    out = self.func(*args, **kwargs)
                 out_leaves, out_tree = jax.tree_util.tree_flatten(out)
                 tensors = [k for k, o in enumerate(out_leaves) if isinstance(o, Tensor)]
                 changed = [k for k, (v, val) in enumerate(zip(candidates, var_vals))

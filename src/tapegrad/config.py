@@ -1,13 +1,33 @@
 """Process-wide switches (``tg.config``), with TensorFlow 2's names."""
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
 import types
 
 _run_eagerly = False
 _synchronous = None  # set_synchronous_execution's setting; None: tapegrad's default (True)
 _jax_configured = False  # configure_jax has run
+_traces = threading.local()  # tg.function traces open in this thread (``tracing``)
+
+
+def tracing() -> bool:
+    """Whether this thread is tracing a ``tg.function`` (values are JAX tracers): control flow
+    (``tg.cond``, ``tg.lax.scan``, ...) then builds XLA control-flow ops instead of running as
+    Python."""
+    return getattr(_traces, "depth", 0) > 0
+
+
+@contextlib.contextmanager
+def trace_scope():
+    """The block in which ``tg.function`` traces a Python function (see :func:`tracing`)."""
+    _traces.depth = getattr(_traces, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _traces.depth -= 1
 
 
 def run_functions_eagerly(run_eagerly: bool) -> None:

@@ -23,8 +23,10 @@ with tapegrad ops, so an outer transform or tape differentiates it again (``grad
 from __future__ import annotations
 
 import functools
-import itertools
 
+from ._pytree import show as _show
+from ._pytree import tree_flatten as _tree_flatten
+from ._pytree import tree_unflatten as _tree_unflatten
 from ._tape import GradientTape
 from ._tensor import Tensor, convert_to_tensor
 from .custom_gradient import custom_gradient
@@ -32,58 +34,6 @@ from .forward import jacfwd, jvp
 from .ops import identity, isdtype
 
 _FLOATING = ("real floating", "complex floating")
-
-
-# --- pytrees ---------------------------------------------------------------------------------
-class _Leaf:
-    """The leaf marker of a tree structure (prints as ``*``)."""
-
-    def __repr__(self):
-        return "*"
-
-
-_LEAF = _Leaf()
-
-
-def _tree_flatten(tree):
-    """``(leaves, structure)``: the leaves of ``tree`` in JAX's order and a comparable
-    structure (nested ``(type, children)`` pairs; ``_LEAF`` for a leaf)."""
-    leaves = []
-    return leaves, _structure(tree, leaves)
-
-
-def _structure(x, leaves):
-    # module-level recursion: a nested recursive function would be a reference cycle that
-    # keeps `leaves` (arrays) alive until the garbage collector runs
-    if x is None:
-        return None
-    if isinstance(x, (list, tuple)):
-        return type(x), tuple(_structure(c, leaves) for c in x)
-    if isinstance(x, dict):
-        return dict, tuple((k, _structure(x[k], leaves)) for k in sorted(x))
-    leaves.append(x)
-    return _LEAF
-
-
-def _tree_unflatten(structure, leaves):
-    """The tree of ``structure`` with ``leaves`` (an iterable) in place of its leaves."""
-    return _build(structure, iter(leaves))
-
-
-def _build(structure, it):
-    if structure is None:
-        return None
-    if structure is _LEAF:
-        return next(it)
-    kind, children = structure
-    if kind is dict:
-        return {k: _build(c, it) for k, c in children}
-    return kind(_build(c, it) for c in children)
-
-
-def _show(structure):
-    """A structure printed with ``*`` for its leaves, for error messages."""
-    return repr(_tree_unflatten(structure, itertools.repeat(_LEAF)))
 
 
 # --- the tape under every transform ------------------------------------------------------------

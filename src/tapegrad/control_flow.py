@@ -1,0 +1,947 @@
+"""Control flow with TensorFlow 2's names: ``cond``, ``switch_case``, ``while_loop``, ``scan``,
+``map_fn``, ``foldl``, ``foldr`` (``tg.lax`` gives the same under JAX's carry-style signatures).
+
+**Eagerly** each construct runs as Python: the body is called once per iteration, so tapes and
+accumulators record every op and a debugger steps through the body.
+
+**Inside** ``tg.function`` (while JAX traces) each is one XLA control-flow op (``lax.switch``,
+``lax.scan``, ``lax.while_loop``) whose body is traced once, whatever the trip count. A body
+is traced twice: first alone (``jax.eval_shape``), to find the Tensors it *captures* (made
+before the construct: closed-over tensors and Variables it reads), the Variables it *assigns*
+(a ``tg.random`` generator's key, a counter), and its outputs' shapes and dtypes, which are
+checked against the loop variables or the other branches; then inside the op, with the
+assigned Variables carried as loop variables of their own. The op is recorded on the active
+tapes and accumulators as one record whose inputs are the loop variables, the scanned slices
+and the captures, and whose gradient and JVP are control-flow ops of tapegrad code again:
+
+* the **VJP** of a scan is a scan in the other direction whose step runs the body again under a
+  ``GradientTape`` (the carries entering each step are the only residuals: the body is
+  recomputed, as ``jax.checkpoint`` of a step would) and accumulates the captures' gradients
+  in its carry; the VJP of a ``switch`` is a ``switch`` of the branches' VJPs;
+* the **JVP** of a scan (a while loop, a switch) is the same construct carrying the tangents
+  beside the primals, each step under a ``ForwardAccumulator``;
+* the bodies' own ops are differentiated by their rules, so ``custom_gradient`` functions and
+  registered gradients are respected inside loops, and since these gradients are tapegrad
+  ops recorded as control flow in turn, they are differentiated again (second order).
+
+Reverse mode through a compiled ``while_loop`` needs ``maximum_iterations``: the loop then runs
+as a scan of that length whose step is a ``cond`` (the iterations after the exit do nothing).
+Without it the gradient raises ``ValueError``; forward mode always works.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from . import _backend, _records, config
+from ._pytree import show, tree_flatten, tree_unflatten  # noqa: F401 - tree_flatten for lax
+from ._tape import GradientTape, UnconnectedGradients
+from ._tensor import Tensor, Variable, convert_to_tensor, live_variables
+from ._tensor import _ids as _tensor_ids
+from .errors import describe_fn
+from .forward import ForwardAccumulator
+from .ops import astype, logical_and, stack, zeros, zeros_like
+
+__all__ = ["cond", "switch_case", "while_loop", "scan", "map_fn", "foldl", "foldr"]
+
+_ZERO = UnconnectedGradients.ZERO
+
+
+def _jax():
+    import jax
+
+    config.configure_jax(jax)
+    return jax
+
+
+def _raw(x):
+    return x._value if isinstance(x, Tensor) else x
+
+
+def _compiled(leaves) -> bool:
+    """Whether a construct builds an XLA op: inside a ``tg.function`` trace, or on tracers."""
+    if config.tracing():
+        return True
+    jax = sys.modules.get("jax")
+    return jax is not None and any(isinstance(_raw(x), jax.core.Tracer) for x in leaves)
+
+
+def _tensor(x):
+    return x if isinstance(x, Tensor) else convert_to_tensor(x)
+
+
+def _floating(t) -> bool:
+    return _backend.is_floating(t._value.dtype)
+
+
+def _spec(t):
+    return tuple(t.shape), _backend.np_dtype(t._value.dtype)
+
+
+def _describe(spec):
+    shape, dtype = spec
+    return f"shape {shape} and dtype {dtype}"
+
+
+def _paths(structure, prefix):
+    """The name of each leaf of ``structure`` (``loop_vars[0]['h']``), in flattening order."""
+    numbered = tree_unflatten(structure, _Counter())
+    names = [None] * len(tree_flatten(numbered)[0])
+    _name_leaves(numbered, prefix, names)
+    return names
+
+
+class _Counter:
+    """An iterator of 0, 1, 2, ...: leaf numbers, to name each leaf of a structure."""
+
+    def __init__(self):
+        self.n = -1
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        self.n += 1
+        return self.n
+
+
+def _name_leaves(tree, prefix, names):
+    if isinstance(tree, int):
+        names[tree] = prefix
+    elif isinstance(tree, (list, tuple)):
+        for k, c in enumerate(tree):
+            _name_leaves(c, f"{prefix}[{k}]", names)
+    elif isinstance(tree, dict):
+        for k, c in tree.items():
+            _name_leaves(c, f"{prefix}[{k!r}]", names)
+
+
+# --- tracing a body alone: what it captures, assigns and returns -------------------------------
+class _Captures:
+    """An observer that notes the Tensors a body's ops read that were made before the body ran
+    (tensor ids grow: one below ``first`` is older): closed-over tensors and Variables."""
+
+    _observer = True
+    _differentiates = False
+
+    def __init__(self):
+        self.first = next(_tensor_ids)
+        self.found = {}
+
+    def observe(self, opdef, args, attrs, outs):
+        for a in args:
+            if isinstance(a, Tensor) and a._id < self.first:
+                self.found.setdefault(a._id, a)
+
+
+class _Found:
+    """What :func:`_discover` found: ``captures`` (Tensors), ``assigned`` (Variables), ``outs``
+    (the outputs' ``(shape, dtype)``)."""
+
+    def __init__(self, captures, assigned, outs):
+        self.captures, self.assigned, self.outs = captures, assigned, outs
+
+
+def _isolated(fn, tensors, observer=None):
+    """``fn(tensors)`` with the outer tapes paused (the construct is recorded as one op), and
+    the Variables it assigns put back; returns ``(outputs, {variable: value it assigned})``."""
+    state = _records._state
+    saved_tapes = state.tapes
+    live = live_variables()
+    before = [v._value for v in live]
+    state.tapes = [observer] if observer is not None else []
+    try:
+        outs = fn(tensors)
+    finally:
+        state.tapes = saved_tapes
+        assigned = {}
+        for v, b in zip(live, before):
+            if v._value is not b:
+                assigned[v] = v._value
+                v._value = b
+    return outs, assigned
+
+
+def _discover(fn, specs) -> _Found:
+    """Trace ``fn`` (flat Tensors -> flat Tensors) alone on JAX values of ``specs``."""
+    jax = _jax()
+    found = []
+
+    def traced(*arrays):
+        observer = _Captures()
+        outs, assigned = _isolated(fn, [Tensor(a) for a in arrays], observer)
+        found.append(_Found(list(observer.found.values()), list(assigned),
+                            [_spec(o) for o in outs]))
+        return [o._value for o in outs]
+
+    jax.eval_shape(traced, *[jax.ShapeDtypeStruct(s, d) for s, d in specs])
+    result = found[-1]
+    assigned = {id(v) for v in result.assigned}
+    result.captures = [c for c in result.captures if id(c) not in assigned]
+    return result
+
+
+def _bound(fn, state):
+    """``fn`` of (values of the Variables ``state``, then its own arguments) that binds the
+    Variables to those values while it runs and returns their new values after its outputs;
+    the Variables are put back afterwards."""
+    n = len(state)
+
+    def call(tensors):
+        saved = [v._value for v in state]
+        try:
+            for v, t in zip(state, tensors[:n]):
+                v._value = t._value
+            outs = fn(tensors[n:])
+            return [*outs, *[Tensor(v._value) for v in state]]
+        finally:
+            for v, s in zip(state, saved):
+                v._value = s
+
+    return call
+
+
+class _ControlFlowDef:
+    """The op-type entry of one compiled control-flow call recorded on a tape (one per call,
+    like ``custom_gradient``'s): input names, the gradient and the JVP rule."""
+
+    differentiable = True
+    surrogate = False
+    is_custom = True
+    reads = 3
+    reads_name = "both"
+    forward_function = None
+
+    def __init__(self, op_type, names, grad, jvp):
+        self.type, self.names, self.grad, self.jvp = op_type, names, grad, jvp
+
+    def param_name(self, i):
+        return self.names[i]
+
+    def replay(self, attrs):
+        def forward(*inputs):
+            raise NotImplementedError(f"a {self.type} op cannot be replayed from its record; "
+                                      "call the construct again")
+        return forward
+
+
+def _record(op_type, names, inputs, outs, grad, jvp):
+    if _records._state.tapes and any(_floating(o) for o in outs):
+        grad.__name__ = f"{op_type}_vjp"
+        _records.record_outputs(_ControlFlowDef(op_type, names, grad, jvp), tuple(inputs), {},
+                                tuple(outs))
+
+
+def _zeros_stacked(length, t):
+    return zeros((length, *t.shape), dtype=t.dtype)
+
+
+# --- scan ------------------------------------------------------------------------------------
+def _scan_flat(step, carries, xs, length, reverse=False, unroll=1, where="tg.lax.scan",
+               names=None):
+    """The compiled scan of ``step(carries, x_slices) -> (carries, ys)`` on flat lists of
+    Tensors; returns ``(carries, ys)`` (ys stacked on a new leading axis)."""
+    jax = _jax()
+    nc = len(carries)
+    names = names or [f"carry[{k}]" for k in range(nc)]
+    c_specs = [_spec(c) for c in carries]
+    x_specs = [(tuple(x.shape[1:]), _backend.np_dtype(x._value.dtype)) for x in xs]
+
+    def flat(ts):
+        c2, ys = step(ts[:nc], ts[nc:])
+        return [*c2, *ys]
+
+    found = _discover(flat, [*c_specs, *x_specs])
+    for name, want, got in zip(names, c_specs, found.outs[:nc]):
+        if want != got:
+            raise TypeError(
+                f"{where}: the body returned {name} with {_describe(got)}, but it entered the "
+                f"loop with {_describe(want)}; a loop variable keeps its shape and dtype in "
+                "every iteration (pad it to a fixed shape, or cast it)")
+    ny = len(found.outs) - nc
+    state, captures = found.assigned, found.captures
+    ns = len(state)
+    full = _bound(lambda ts: flat(ts), state)  # (state, carries, x) -> (carries, ys, state)
+
+    def full_step(c, x):  # carries then state values -> (carries then state, ys)
+        out = full([*c[nc:], *c[:nc], *x])
+        return [*out[:nc], *out[nc + ny:]], out[nc:nc + ny]
+
+    keep = bool(_records._state.tapes)  # the carries entering each step, for the gradient
+
+    def body(c, x):
+        outs, _ = _isolated(lambda ts: full([*ts[nc:nc + ns], *ts[:nc], *ts[nc + ns:]]),
+                            [Tensor(a) for a in (*c, *x)])
+        new = [o._value for o in outs]
+        return [*new[:nc], *new[nc + ny:]], (new[nc:nc + ny], list(c) if keep else [])
+
+    init = [*[c._value for c in carries], *[v._value for v in state]]
+    final, (ys, entered) = jax.lax.scan(body, init, [x._value for x in xs], length=length,
+                                        reverse=reverse, unroll=unroll)
+    for v, a in zip(state, final[nc:]):
+        v._value = a
+    c_out = [Tensor(a) for a in final[:nc]]
+    y_out = [Tensor(a) for a in ys]
+    if keep:
+        entered = [Tensor(a) for a in entered]
+        s_init = [Tensor(a) for a in init[nc:]]
+        inputs = [*carries, *xs, *captures]
+
+        # the carries entering each step are outputs too: the gradient reads them, so an
+        # outer tape must know what they depend on (second order)
+        def grad(op, *dys):
+            return _scan_vjp(full_step, carries, xs, captures, entered, c_out, y_out, dys,
+                             length, reverse, where)
+
+        def jvp(op, *ts):
+            return _scan_jvp(full_step, carries, s_init, xs, captures, y_out, ts, length,
+                             reverse, where)
+
+        in_names = [*names, *[f"xs[{k}]" for k in range(len(xs))],
+                    *[f"captured {describe_capture(c)}" for c in captures]]
+        _record("Scan", in_names, inputs, [*c_out, *y_out, *entered], grad, jvp)
+    return c_out, y_out
+
+
+def describe_capture(t) -> str:
+    """A captured tensor as error messages name it."""
+    if isinstance(t, Variable):
+        return f"Variable {t.name!r}"
+    return f"tensor of shape {tuple(t.shape)}"
+
+
+def _scan_vjp(full_step, carries, xs, captures, entered, c_out, y_out, dys, length, reverse,
+              where):
+    """The gradients of a compiled scan's inputs (carries, xs, captures), as a reverse scan."""
+    nc, nx = len(carries), len(xs)
+    fc = [k for k in range(nc) if _floating(carries[k])]
+    fx = [k for k in range(nx) if _floating(xs[k])]
+    fy = [j for j, y in enumerate(y_out) if _floating(y)]
+    fk = [k for k, c in enumerate(captures) if _floating(c)]
+    ny = len(y_out)
+    dc, dy, de = dys[:nc], dys[nc:nc + ny], dys[nc + ny:]
+    init = [dc[k] if dc[k] is not None else zeros_like(c_out[k]) for k in fc]
+    init += [zeros_like(captures[k]) for k in fk]
+    seq = [*entered, *xs]
+    seq += [dy[j] if dy[j] is not None else zeros_like(y_out[j]) for j in fy]
+    we = [k for k in fc if de[k] is not None]  # cotangents of the carries entering each step
+    seq += [de[k] for k in we]
+    n_in, n_dy = len(entered), len(fy)
+
+    def back(carry, x):
+        gc, gk = carry[:len(fc)], carry[len(fc):]
+        c_t, x_t = x[:n_in], x[n_in:n_in + nx]
+        dy_t, de_t = x[n_in + nx:n_in + nx + n_dy], x[n_in + nx + n_dy:]
+        sources = [*[c_t[k] for k in fc], *[x_t[k] for k in fx], *[captures[k] for k in fk]]
+        with GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(sources)
+            c2, y = full_step(c_t, x_t)
+        g = tape.gradient([*[c2[k] for k in fc], *[y[j] for j in fy]], sources,
+                          output_gradients=[*gc, *dy_t], unconnected_gradients=_ZERO)
+        n1, n2 = len(fc), len(fc) + len(fx)
+        g_c = g[:n1]
+        for k, d in zip(we, de_t):
+            i = fc.index(k)
+            g_c[i] = g_c[i] + d
+        return [*g_c, *[a + b for a, b in zip(gk, g[n2:])]], g[n1:n2]
+
+    final, gxs = _scan_flat(back, init, seq, length, reverse=not reverse, where=where)
+    out = [None] * (nc + nx + len(captures))
+    for i, k in enumerate(fc):
+        out[k] = final[i]
+    for i, k in enumerate(fx):
+        out[nc + k] = gxs[i]
+    for i, k in enumerate(fk):
+        out[nc + nx + k] = final[len(fc) + i]
+    return out
+
+
+def _scan_jvp(full_step, carries, s_init, xs, captures, y_out, ts, length, reverse, where):
+    """The tangents of a compiled scan's outputs, as a scan carrying tangents beside primals."""
+    nc, nx = len(carries), len(xs)
+    tc, tx, tk = ts[:nc], ts[nc:nc + nx], ts[nc + nx:]
+    fc = [k for k in range(nc) if _floating(carries[k])]
+    fy = [j for j, y in enumerate(y_out) if _floating(y)]
+    wx = [k for k in range(nx) if tx[k] is not None]
+    wk = [k for k in range(len(captures)) if tk[k] is not None]
+    n_all = nc + len(s_init)
+    init = [*carries, *s_init, *[tc[k] if tc[k] is not None else zeros_like(carries[k])
+                                 for k in fc]]
+
+    def tangent_step(carry, x):
+        c, dc = carry[:n_all], carry[n_all:]
+        xv, dx = x[:nx], x[nx:]
+        primals = [*[c[k] for k in fc], *[xv[k] for k in wx], *[captures[k] for k in wk]]
+        with ForwardAccumulator(primals, [*dc, *dx, *[tk[k] for k in wk]]) as acc:
+            c2, y = full_step(c, xv)
+        return ([*c2, *[acc.jvp(c2[k], _ZERO) for k in fc]],
+                [*[acc.jvp(y[j], _ZERO) for j in fy], *dc])
+
+    final, ty = _scan_flat(tangent_step, init, [*xs, *[tx[k] for k in wx]], length,
+                           reverse=reverse, where=where)
+    ny = len(y_out)
+    out = [None] * (nc + ny + n_all)  # the carries', the ys' and the entering carries'
+    for i, k in enumerate(fc):
+        out[k] = final[n_all + i]
+        out[nc + ny + k] = ty[len(fy) + i]
+    for i, j in enumerate(fy):
+        out[nc + j] = ty[i]
+    return tuple(out)
+
+
+# --- switch ----------------------------------------------------------------------------------
+def _switch_flat(index, branches, where="tg.switch_case", names=None):
+    """The compiled ``lax.switch`` of zero-argument ``branches`` (each returning a flat list of
+    Tensors) on the int32 scalar Tensor ``index`` (clamped, as ``lax.switch`` does)."""
+    jax = _jax()
+    names = names or [f"branch {k}" for k in range(len(branches))]
+    founds = [_discover(lambda ts, b=b: b(), []) for b in branches]
+    first = founds[0]
+    for name, f in zip(names[1:], founds[1:]):
+        if len(f.outs) != len(first.outs):
+            raise TypeError(f"{where}: {names[0]} returns {len(first.outs)} tensor(s) but "
+                            f"{name} returns {len(f.outs)}; every branch must return the same "
+                            "structure")
+        for k, (a, b) in enumerate(zip(first.outs, f.outs)):
+            if a != b:
+                raise TypeError(
+                    f"{where}: output {k} is of {_describe(a)} from {names[0]} but of "
+                    f"{_describe(b)} from {name}; every branch must return the same shapes "
+                    "and dtypes (cast or reshape inside the branch)")
+    captures, state, seen = [], [], set()
+    for f in founds:
+        for c in f.captures:
+            if id(c) not in seen:
+                seen.add(id(c))
+                captures.append(c)
+        for v in f.assigned:
+            if id(v) not in seen:
+                seen.add(id(v))
+                state.append(v)
+    ids = {id(v) for v in state}
+    captures = [c for c in captures if id(c) not in ids]
+    n_out = len(first.outs)
+    fulls = [_bound(lambda ts, b=b: b(), state) for b in branches]
+
+    def as_jax(full):
+        def run(*s):
+            outs, _ = _isolated(full, [Tensor(a) for a in s])
+            return [o._value for o in outs]
+        return run
+
+    s_init = [v._value for v in state]
+    res = jax.lax.switch(index._value, [as_jax(f) for f in fulls], *s_init)
+    for v, a in zip(state, res[n_out:]):
+        v._value = a
+    outs = [Tensor(a) for a in res[:n_out]]
+    if _records._state.tapes:
+        s_tensors = [Tensor(a) for a in s_init]
+
+        def run(full):  # a branch with the Variables it assigns at their values before
+            return lambda: full(s_tensors)[:n_out]
+
+        def grad(op, *dys):
+            return _switch_vjp(index, [run(f) for f in fulls], captures, outs, dys, where)
+
+        def jvp(op, *ts):
+            return _switch_jvp(index, [run(f) for f in fulls], captures, outs, ts, where)
+
+        _record("Switch", [f"captured {describe_capture(c)}" for c in captures], captures, outs,
+                grad, jvp)
+    return outs
+
+
+def _switch_vjp(index, branches, captures, outs, dys, where):
+    fk = [k for k, c in enumerate(captures) if _floating(c)]
+    fo = [j for j, o in enumerate(outs) if _floating(o)]
+    cts = [dys[j] if dys[j] is not None else zeros_like(outs[j]) for j in fo]
+
+    def back(branch):
+        def run():
+            sources = [captures[k] for k in fk]
+            with GradientTape(watch_accessed_variables=False) as tape:
+                tape.watch(sources)
+                y = branch()
+            return tape.gradient([y[j] for j in fo], sources, output_gradients=cts,
+                                 unconnected_gradients=_ZERO)
+        return run
+
+    g = _switch_flat(index, [back(b) for b in branches], where) if fk else []
+    out = [None] * len(captures)
+    for i, k in enumerate(fk):
+        out[k] = g[i]
+    return out
+
+
+def _switch_jvp(index, branches, captures, outs, ts, where):
+    wk = [k for k in range(len(captures)) if ts[k] is not None]
+    fo = [j for j, o in enumerate(outs) if _floating(o)]
+
+    def tangent(branch):
+        def run():
+            with ForwardAccumulator([captures[k] for k in wk], [ts[k] for k in wk]) as acc:
+                y = branch()
+            return [acc.jvp(y[j], _ZERO) for j in fo]
+        return run
+
+    t = _switch_flat(index, [tangent(b) for b in branches], where)
+    out = [None] * len(outs)
+    for i, j in enumerate(fo):
+        out[j] = t[i]
+    return tuple(out)
+
+
+# --- while -----------------------------------------------------------------------------------
+def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
+    """The compiled while loop of ``cond_fn(vars) -> scalar bool Tensor`` and ``body_fn(vars)
+    -> vars`` on a flat list of Tensors."""
+    jax = _jax()
+    n = len(loop_vars)
+    specs = [_spec(v) for v in loop_vars]
+    found_c = _discover(lambda ts: [cond_fn(ts)], specs)
+    if found_c.outs[0] != ((), np.dtype(bool)):
+        raise TypeError(f"{where}: cond must return a scalar boolean Tensor, but it returned "
+                        f"one of {_describe(found_c.outs[0])}; reduce it (tg.all, tg.any) or "
+                        "compare it to get a scalar bool")
+    found_b = _discover(body_fn, specs)
+    if len(found_b.outs) != n:
+        raise TypeError(f"{where}: body returned {len(found_b.outs)} loop variable(s) for "
+                        f"{n}; it must return the structure of loop_vars")
+    for name, want, got in zip(names, specs, found_b.outs):
+        if want != got:
+            raise TypeError(
+                f"{where}: the body returned {name} with {_describe(got)}, but it entered the "
+                f"loop with {_describe(want)}; a loop variable keeps its shape and dtype in "
+                "every iteration (pad it to a fixed shape, or cast it, or give "
+                "shape_invariants only for shapes that do not change)")
+    recording = any(not t._observer for t in _records._state.tapes)
+    if maximum_iterations is not None and recording:
+        return _bounded_while(cond_fn, body_fn, loop_vars, maximum_iterations, where, names)
+    state = list(found_b.assigned)
+    ns = len(state)
+    captures = list({id(c): c for c in (*found_c.captures, *found_b.captures)}.values())
+    captures = [c for c in captures if not any(c is v for v in state)]
+    body = _bound(body_fn, state)
+    bound = maximum_iterations is not None
+
+    def jcond(c):
+        ok = _isolated(lambda ts: [cond_fn(ts)], [Tensor(a) for a in c[ns:ns + n]])[0][0]._value
+        return jax.numpy.logical_and(ok, c[-1] < maximum_iterations) if bound else ok
+
+    def jbody(c):
+        outs, _ = _isolated(body, [Tensor(a) for a in c[:ns + n]])
+        new = [o._value for o in outs]
+        return [*new[n:], *new[:n], *([c[-1] + 1] if bound else [])]
+
+    init = [*[v._value for v in state], *[v._value for v in loop_vars], *([0] if bound else [])]
+    s_init = [Tensor(a) for a in init[:ns]]
+    final = jax.lax.while_loop(jcond, jbody, init)
+    for v, a in zip(state, final[:ns]):
+        v._value = a
+    outs = [Tensor(a) for a in final[ns:ns + n]]
+    if _records._state.tapes:
+        def grad(op, *dys):
+            raise ValueError(
+                f"{where}: reverse-mode differentiation of a compiled while_loop needs a bound "
+                "on its iterations: pass maximum_iterations (it then runs as a scan of that "
+                "length), or use tg.lax.scan / tg.lax.fori_loop with a fixed trip count. "
+                "Forward mode (tg.jvp, ForwardAccumulator) works without it")
+
+        def jvp(op, *ts):
+            return _while_jvp(cond_fn, body_fn, state, s_init, loop_vars, captures, ts,
+                              maximum_iterations, where, names)
+
+        _record("While", [*names, *[f"captured {describe_capture(c)}" for c in captures]],
+                [*loop_vars, *captures], outs, grad, jvp)
+    return outs
+
+
+def _bounded_while(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
+    """A while loop as a scan of ``maximum_iterations`` steps, each a switch between doing
+    nothing and the body: reverse-differentiable like any scan."""
+    n = len(loop_vars)
+
+    def step(c, x):
+        vs, active = c[:n], c[n]
+        go = logical_and(active, cond_fn(vs))
+        new = _switch_flat(astype(go, np.int32), [lambda: vs, lambda: body_fn(vs)], where,
+                           ["the exit", "body"])
+        return [*new, go], []
+
+    final, _ = _scan_flat(step, [*loop_vars, convert_to_tensor(True)], [],
+                          int(maximum_iterations), where=where, names=[*names, "active"])
+    return final[:n]
+
+
+def _while_jvp(cond_fn, body_fn, state, s_init, loop_vars, captures, ts, maximum_iterations,
+               where, names):
+    """The tangents of a compiled while loop's outputs: the loop again, carrying tangents."""
+    n = len(loop_vars)
+    fv = [k for k in range(n) if _floating(loop_vars[k])]
+    wk = [k for k in range(len(captures)) if ts[n + k] is not None]
+    tv = [ts[k] if ts[k] is not None else zeros_like(loop_vars[k]) for k in fv]
+
+    def body2(c):
+        vs, dv = c[:n], c[n:]
+        with ForwardAccumulator([*[vs[k] for k in fv], *[captures[k] for k in wk]],
+                                [*dv, *[ts[n + k] for k in wk]]) as acc:
+            new = body_fn(vs)
+        return [*new, *[acc.jvp(new[k], _ZERO) for k in fv]]
+
+    saved = [v._value for v in state]  # the loop again from the Variables' values before it
+    for v, s in zip(state, s_init):
+        v._value = s._value
+    try:
+        final = _while_flat(lambda c: cond_fn(c[:n]), body2, [*loop_vars, *tv],
+                            maximum_iterations, where,
+                            [*names, *[f"tangent of {names[k]}" for k in fv]])
+    finally:
+        for v, s in zip(state, saved):
+            v._value = s
+    out = [None] * n
+    for i, k in enumerate(fv):
+        out[k] = final[n + i]
+    return tuple(out)
+
+
+# --- the public constructs -------------------------------------------------------------------
+def _predicate(pred, where):
+    """``pred`` as a scalar boolean Tensor; ``TypeError`` otherwise."""
+    p = _tensor(pred)
+    if tuple(p.shape) != () or _backend.np_dtype(p._value.dtype) != np.dtype(bool):
+        raise TypeError(f"{where}: the predicate must be a scalar boolean (a Python bool or a "
+                        f"0-d bool Tensor), got one of {_describe(_spec(p))}; reduce it with "
+                        "tg.all/tg.any or compare it to get a scalar bool")
+    return p
+
+
+def _flat_outputs(fn, args, structures, slot):
+    """``fn(*args)`` flattened to Tensors; its structure is stored in ``structures[slot]``."""
+    leaves, structure = tree_flatten(fn(*args))
+    structures[slot] = structure
+    return [_tensor(x) for x in leaves]
+
+
+def _switch(where, index, branches, operands, names):
+    """``branches[index](*operands)``: eagerly in Python, compiled as ``lax.switch``."""
+    for name, b in zip(names, branches):
+        if not callable(b):
+            raise TypeError(f"{where}: {name} must be a callable, got {type(b).__name__}")
+    if not _compiled([index, *tree_flatten(operands)[0]]):
+        return branches[int(index)](*operands)
+    structures = {}
+    fns = [lambda k=k, b=b: _flat_outputs(b, operands, structures, k)
+           for k, b in enumerate(branches)]
+    outs = _switch_flat(index, fns, where, names)
+    first = structures[0]
+    for k, name in enumerate(names[1:], 1):
+        if structures[k] != first:
+            raise TypeError(f"{where}: {names[0]} returns {show(first)} but {name} returns "
+                            f"{show(structures[k])}; every branch must return the same "
+                            "structure")
+    return tree_unflatten(first, outs)
+
+
+def cond(pred, true_fn=None, false_fn=None, name=None):
+    """``true_fn()`` if ``pred`` else ``false_fn()`` (TensorFlow 2's ``tf.cond``).
+
+    Args:
+        pred: a Python bool or a 0-d boolean Tensor.
+        true_fn, false_fn: functions of no argument returning Tensors (nested in tuples, lists
+            and dicts); inside ``tg.function`` both must return the same structure, shapes and
+            dtypes.
+        name: accepted for TensorFlow compatibility.
+
+    Eagerly only the branch taken runs; inside ``tg.function`` both are traced into one
+    ``lax.cond``. Differentiable in both modes with respect to the tensors the branches use
+    (the gradient of the taken branch; ``pred`` has none). Raises ``TypeError`` for a predicate
+    that is not a scalar bool, a branch that is not callable, and (compiled) branches whose
+    results differ in structure, shape or dtype, naming both.
+    """
+    where = "tg.cond"
+    p = _predicate(pred, where)
+    if isinstance(pred, (bool, np.bool_)) or not _compiled([p]):
+        return (true_fn if bool(p) else false_fn)()
+    return _switch(where, astype(p, np.int32), [false_fn, true_fn], (), ["false_fn", "true_fn"])
+
+
+def switch_case(branch_index, branch_fns, default=None, name=None):
+    """``branch_fns[branch_index]()`` (TensorFlow 2's ``tf.switch_case``).
+
+    Args:
+        branch_index: a Python int or a 0-d integer Tensor.
+        branch_fns: a list of functions of no argument, or a dict ``{int: function}`` or a list
+            of ``(int, function)`` pairs; each returns Tensors (nested), all of the same
+            structure, shapes and dtypes when compiled.
+        default: the function for an index out of range; without it the last branch runs (as
+            in TensorFlow).
+
+    Differentiable as :func:`cond`. Raises ``TypeError`` for a non-integer or non-scalar
+    index, non-callable branches, branch keys that are not ``0..n-1``, and (compiled) results
+    that differ between branches.
+    """
+    where = "tg.switch_case"
+    fns = branch_fns
+    if isinstance(fns, dict):
+        fns = sorted(fns.items())
+    fns = list(fns)
+    if fns and isinstance(fns[0], tuple):
+        keys = [k for k, _ in fns]
+        if keys != list(range(len(keys))):
+            raise TypeError(f"{where}: branch keys must be 0, 1, ..., n-1, got {keys}")
+        fns = [f for _, f in fns]
+    if not fns:
+        raise ValueError(f"{where}: branch_fns is empty; give at least one branch")
+    i = _tensor(branch_index)
+    if tuple(i.shape) != () or _backend.np_dtype(i._value.dtype).kind not in "iu":
+        raise TypeError(f"{where}: branch_index must be a scalar integer, got one of "
+                        f"{_describe(_spec(i))}")
+    names = [f"branch_fns[{k}]" for k in range(len(fns))]
+    if default is not None:
+        fns, names = [*fns, default], [*names, "default"]
+    if not _compiled([i]):
+        k = int(i)
+        return fns[k if 0 <= k < len(fns) else -1]()
+    n = len(fns) - 1
+    from .ops import where as _where
+
+    index = astype(i, np.int32)
+    index = _where((index < 0) | (index > n), n, index)
+    return _switch(where, index, fns, (), names)
+
+
+def _check_vars(where, structure, new_structure, what="body"):
+    if new_structure != structure:
+        raise TypeError(f"{where}: the {what} returned {show(new_structure)} but the loop "
+                        f"variables have the structure {show(structure)}; return the same "
+                        "structure")
+
+
+def _while(where, cond_fn, body_fn, init, maximum_iterations, prefix):
+    """The while loop of ``cond_fn(v)`` and ``body_fn(v) -> v`` on the pytree ``init``."""
+    leaves, structure = tree_flatten(init)
+    leaves = [_tensor(x) for x in leaves]
+    v = tree_unflatten(structure, leaves)
+    if maximum_iterations is not None and int(maximum_iterations) < 0:
+        raise ValueError(f"{where}: maximum_iterations must be >= 0, got {maximum_iterations}")
+    if not _compiled(leaves):
+        k = 0
+        while maximum_iterations is None or k < int(maximum_iterations):
+            if not bool(_predicate(cond_fn(v), f"{where}: cond")):
+                break
+            new = body_fn(v)
+            new_leaves, new_structure = tree_flatten(new)
+            _check_vars(where, structure, new_structure)
+            v = tree_unflatten(structure, [_tensor(x) for x in new_leaves])
+            k += 1
+        return v
+    names = _paths(structure, prefix)
+
+    def flat_cond(ts):
+        return _predicate(cond_fn(tree_unflatten(structure, ts)), f"{where}: cond")
+
+    def flat_body(ts):
+        new_leaves, new_structure = tree_flatten(body_fn(tree_unflatten(structure, ts)))
+        _check_vars(where, structure, new_structure)
+        return [_cast_like(x, t) for x, t in zip(new_leaves, ts)]
+
+    outs = _while_flat(flat_cond, flat_body, leaves, maximum_iterations, where, names)
+    return tree_unflatten(structure, outs)
+
+
+def _cast_like(x, like):
+    """A body's result ``x`` as a Tensor; a Python number takes the loop variable's dtype."""
+    if isinstance(x, Tensor):
+        return x
+    return convert_to_tensor(x, dtype=like.dtype)
+
+
+def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations=10,
+               back_prop=True, swap_memory=False, maximum_iterations=None, name=None):
+    """Repeat ``loop_vars = body(*loop_vars)`` while ``cond(*loop_vars)`` (``tf.while_loop``).
+
+    Args:
+        cond: a function of the loop variables returning a Python bool or a 0-d bool Tensor.
+        body: a function of the loop variables returning them updated, in the same structure
+            (a tuple or list of them; a single Tensor is returned as it is when ``loop_vars``
+            holds one), each with the same shape and dtype.
+        loop_vars: a tuple or list of Tensors or nested structures of them.
+        shape_invariants: accepted for TensorFlow compatibility; shapes may not change.
+        maximum_iterations: stop after this many iterations (an int); needed for reverse
+            mode through a compiled loop.
+        parallel_iterations, back_prop, swap_memory, name: accepted for compatibility.
+
+    Returns the final loop variables, in ``loop_vars``' structure. Eagerly it is a Python loop
+    (tapes record every iteration); inside ``tg.function`` one ``lax.while_loop``, or, under a
+    recording tape with ``maximum_iterations``, a scan of that length. Raises ``TypeError`` for
+    a non-scalar or non-bool ``cond`` result and for a body whose results change structure,
+    shape or dtype (naming the loop variable and both shapes); compiled reverse mode without
+    ``maximum_iterations`` raises ``ValueError`` at gradient time.
+    """
+    single = not isinstance(loop_vars, (list, tuple))
+    init = (loop_vars,) if single else tuple(loop_vars)
+
+    def body_fn(v):
+        out = body(*v)
+        if single or (len(v) == 1 and not isinstance(out, (list, tuple))):
+            out = (out,)
+        return tuple(out)
+
+    out = _while("tg.while_loop", lambda v: cond(*v), body_fn, init, maximum_iterations,
+                 "loop_vars")
+    return out[0] if single else type(loop_vars)(out)
+
+
+def _scan(where, f, init, xs, length, reverse, unroll):
+    """JAX's scan: ``(carry, ys)`` of ``f(carry, x) -> (carry, y)`` over the leading axis of
+    the pytree ``xs``."""
+    c_leaves, c_structure = tree_flatten(init)
+    c_leaves = [_tensor(x) for x in c_leaves]
+    x_leaves, x_structure = tree_flatten(xs)
+    x_leaves = [_tensor(x) for x in x_leaves]
+    x_names = _paths(x_structure, "xs")
+    for name, x in zip(x_names, x_leaves):
+        if x.ndim == 0:
+            raise ValueError(f"{where}: {name} is a scalar; scanned arrays need a leading axis "
+                             "to scan over")
+    lengths = {int(x.shape[0]) for x in x_leaves}
+    if length is not None:
+        lengths.add(int(length))
+    if len(lengths) > 1:
+        sizes = ", ".join(f"{n} {int(x.shape[0])}" for n, x in zip(x_names, x_leaves))
+        given = f" and length={length}" if length is not None else ""
+        raise ValueError(f"{where}: the scanned arrays have different leading sizes ({sizes})"
+                         f"{given}; they must all have the same")
+    if not lengths:
+        raise ValueError(f"{where}: give xs or length; there is nothing to scan over")
+    n = lengths.pop()
+    c_names = _paths(c_structure, "carry")
+    y_structure = {}
+
+    def flat_step(cs, x):
+        out = f(tree_unflatten(c_structure, cs), tree_unflatten(x_structure, x))
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise TypeError(f"{where}: the body {describe_fn(f)} must return a pair "
+                            f"(carry, y); it returned {type(out).__name__}")
+        new_c, y = out
+        new_leaves, new_structure = tree_flatten(new_c)
+        _check_vars(where, c_structure, new_structure, "body's carry")
+        y_leaves, y_structure["s"] = tree_flatten(y)
+        return ([_cast_like(a, t) for a, t in zip(new_leaves, cs)],
+                [_tensor(a) for a in y_leaves])
+
+    if _compiled([*c_leaves, *x_leaves]):
+        c_out, ys = _scan_flat(flat_step, c_leaves, x_leaves, n, reverse, unroll, where,
+                               c_names)
+        return tree_unflatten(c_structure, c_out), tree_unflatten(y_structure["s"], ys)
+    cs, per_step = c_leaves, [None] * n
+    for i in (range(n - 1, -1, -1) if reverse else range(n)):
+        new, y = flat_step(cs, [x[i] for x in x_leaves])
+        for name, a, b in zip(c_names, cs, new):
+            if _spec(a) != _spec(b):
+                raise TypeError(
+                    f"{where}: the body returned {name} with {_describe(_spec(b))}, but it "
+                    f"entered the loop with {_describe(_spec(a))}; a loop variable keeps its "
+                    "shape and dtype in every iteration (pad it to a fixed shape, or cast it)")
+        cs, per_step[i] = new, y
+    if n == 0:  # the ys' shapes from one call, whose results are dropped
+        _, y = flat_step(cs, [zeros(tuple(x.shape[1:]), dtype=x.dtype) for x in x_leaves])
+        ys = [_zeros_stacked(0, t) for t in y]
+    else:
+        ys = [stack([s[k] for s in per_step]) for k in range(len(per_step[0]))]
+    return tree_unflatten(c_structure, cs), tree_unflatten(y_structure["s"], ys)
+
+
+def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True,
+         swap_memory=False, infer_shape=True, reverse=False, name=None):
+    """The running values of ``a = fn(a, x)`` over the leading axis of ``elems``
+    (TensorFlow 2's ``tf.scan``).
+
+    Args:
+        fn: ``fn(accumulated, element) -> accumulated``; the accumulated value keeps its
+            structure, shapes and dtypes.
+        elems: a Tensor (or nested structure of Tensors with one leading size ``n``).
+        initializer: the first accumulated value; without it ``elems``' first element is, and
+            the scan runs over the rest.
+        reverse: scan from the last element to the first.
+
+    Returns the stacked accumulated values, of leading size ``n``. Differentiable in both
+    modes, compiled as one ``lax.scan``. Raises ``ValueError`` for scanned arrays of different
+    leading sizes, ``TypeError`` when ``fn`` changes the accumulated value's structure, shape
+    or dtype.
+    """
+    if initializer is None:
+        leaves, structure = tree_flatten(elems)
+        leaves = [_tensor(x) for x in leaves]
+        k = -1 if reverse else 0
+        init = tree_unflatten(structure, [x[k] for x in leaves])
+        rest = tree_unflatten(structure, [x[:-1] if reverse else x[1:] for x in leaves])
+        ys = scan(fn, rest, init, reverse=reverse)
+        y_leaves, y_structure = tree_flatten(ys)
+        i_leaves = tree_flatten(init)[0]
+        joined = [_concat_first(_tensor(a), b, reverse) for a, b in zip(i_leaves, y_leaves)]
+        return tree_unflatten(y_structure, joined)
+
+    def step(a, x):
+        a = fn(a, x)
+        return a, a
+
+    return _scan("tg.scan", step, initializer, elems, None, reverse, 1)[1]
+
+
+def _concat_first(first, rest, reverse):
+    from .ops import concat, expand_dims
+
+    parts = [expand_dims(first, axis=0), rest]
+    return concat(parts[::-1] if reverse else parts, axis=0)
+
+
+def foldl(fn, elems, initializer=None, parallel_iterations=10, back_prop=True,
+          swap_memory=False, name=None):
+    """``fn(...fn(fn(initializer, elems[0]), elems[1])..., elems[n-1])`` (``tf.foldl``).
+
+    ``initializer`` defaults to ``elems[0]`` (the fold then runs over the rest). Returns the
+    final accumulated value. Differentiable; compiled as one ``lax.scan``. Errors as
+    :func:`scan`.
+    """
+    return _fold("tg.foldl", fn, elems, initializer, False)
+
+
+def foldr(fn, elems, initializer=None, parallel_iterations=10, back_prop=True,
+          swap_memory=False, name=None):
+    """``foldl`` from the last element to the first (``tf.foldr``); ``initializer`` defaults
+    to ``elems[-1]``."""
+    return _fold("tg.foldr", fn, elems, initializer, True)
+
+
+def _fold(where, fn, elems, initializer, reverse):
+    if initializer is None:
+        leaves, structure = tree_flatten(elems)
+        leaves = [_tensor(x) for x in leaves]
+        initializer = tree_unflatten(structure, [x[-1 if reverse else 0] for x in leaves])
+        elems = tree_unflatten(structure, [x[:-1] if reverse else x[1:] for x in leaves])
+    return _scan(where, lambda a, x: (fn(a, x), None), initializer, elems, None, reverse,
+                 1)[0]
+
+
+def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True,
+           swap_memory=False, infer_shape=True, name=None, fn_output_signature=None):
+    """``stack([fn(x) for x in elems])`` over the leading axis (TensorFlow 2's ``tf.map_fn``).
+
+    ``elems``: a Tensor or a nested structure of Tensors of one leading size ``n``; ``fn``
+    takes one element (of the same structure) and returns Tensors (nested). Returns them
+    stacked, of leading size ``n``. ``fn_output_signature`` (or the older ``dtype``) may give
+    the result's dtype(s): the results are cast to them. Differentiable; compiled as one
+    ``lax.scan``. Raises ``ValueError`` for elements of different leading sizes.
+    """
+    out = _scan("tg.map_fn", lambda c, x: (c, fn(x)), (), elems, None, False, 1)[1]
+    signature = fn_output_signature if fn_output_signature is not None else dtype
+    if signature is None:
+        return out
+    leaves, structure = tree_flatten(out)
+    sig = tree_flatten(signature)[0] if isinstance(signature, (list, tuple, dict)) else (
+        [signature] * len(leaves))
+    return tree_unflatten(structure, [
+        a if s is None or a.dtype == getattr(s, "dtype", s) else astype(a, getattr(s, "dtype", s))
+        for a, s in zip(leaves, sig)])
