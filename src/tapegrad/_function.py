@@ -581,8 +581,10 @@ def _explained(error, name):
     return TypeError(
         f"tg.function({name}): the Python code at {site} needs the concrete value of a traced "
         "tensor (a Python `if`/`while` on a tensor, bool(), float(), int() or .numpy()); "
-        "inside a compiled function values are symbolic. Use tg.where instead of a Python "
-        "branch, move the code out of the function, or use tg.function(jit_compile=False)")
+        "inside a compiled function values are symbolic. Write a branch on a tensor as "
+        "tg.cond(pred, true_fn, false_fn) (or tg.where for values), a loop as "
+        "tg.while_loop(cond, body, loop_vars) or tg.lax.scan / tg.lax.fori_loop; or move "
+        "the code out of the function, or use tg.function(jit_compile=False)")
 
 
 def _site(tb):

@@ -135,6 +135,42 @@ class _Captures:
                 self.found.setdefault(a._id, a)
 
 
+class _Guard:
+    """An observer that checks that a body run again for its gradient reads no tensor made
+    before it other than its captures and arguments: Python closures bind late, so a closed-
+    over name rebound after the construct ran (``c = tg.cond(..., lambda: c * 2, ...)``)
+    would give another computation's gradient."""
+
+    _observer = True
+    _differentiates = False
+
+    def __init__(self, allowed, where):
+        self.first = next(_tensor_ids)
+        self.allowed, self.where = allowed, where
+
+    def observe(self, opdef, args, attrs, outs):
+        for a in args:
+            if isinstance(a, Tensor) and a._id < self.first and a._id not in self.allowed:
+                raise RuntimeError(
+                    f"{self.where}: run again for its gradient, a body or branch read a "
+                    f"tensor (shape {tuple(a.shape)}) that it did not read when it ran: a name "
+                    "it closes over was rebound after the construct ran (Python closures "
+                    "bind late, e.g. `c = tg.cond(p, lambda: c * 2, ...)`). Bind the value "
+                    "when the function is made (`lambda c=c: c * 2`) or use a new name")
+
+
+def _guarded(fn, args, captures, where):
+    """``fn()`` with a :class:`_Guard` that admits ``args`` and ``captures``."""
+    allowed = {t._id for t in (*args, *captures) if isinstance(t, Tensor)}
+    state = _records._state
+    saved = state.tapes
+    state.tapes = [*saved, _Guard(allowed, where)]
+    try:
+        return fn()
+    finally:
+        state.tapes = saved
+
+
 class _Found:
     """What :func:`_discover` found: ``captures`` (Tensors), ``assigned`` (Variables), ``outs``
     (the outputs' ``(shape, dtype)``)."""
@@ -145,7 +181,7 @@ class _Found:
 
 def _isolated(fn, tensors, observer=None):
     """``fn(tensors)`` with the outer tapes paused (the construct is recorded as one op), and
-    the Variables it assigns put back; returns ``(outputs, {variable: value it assigned})``."""
+    the Variables it assigns put back; returns ``(outputs, the Variables it assigned)``."""
     state = _records._state
     saved_tapes = state.tapes
     live = live_variables()
@@ -155,10 +191,10 @@ def _isolated(fn, tensors, observer=None):
         outs = fn(tensors)
     finally:
         state.tapes = saved_tapes
-        assigned = {}
+        assigned = []
         for v, b in zip(live, before):
             if v._value is not b:
-                assigned[v] = v._value
+                assigned.append(v)
                 v._value = b
     return outs, assigned
 
@@ -336,7 +372,7 @@ def _scan_vjp(full_step, carries, xs, captures, entered, c_out, y_out, dys, leng
         sources = [*[c_t[k] for k in fc], *[x_t[k] for k in fx], *[captures[k] for k in fk]]
         with GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(sources)
-            c2, y = full_step(c_t, x_t)
+            c2, y = _guarded(lambda: full_step(c_t, x_t), [*c_t, *x_t], captures, where)
         g = tape.gradient([*[c2[k] for k in fc], *[y[j] for j in fy]], sources,
                           output_gradients=[*gc, *dy_t], unconnected_gradients=_ZERO)
         n1, n2 = len(fc), len(fc) + len(fx)
@@ -462,7 +498,7 @@ def _switch_vjp(index, branches, captures, outs, dys, where):
             sources = [captures[k] for k in fk]
             with GradientTape(watch_accessed_variables=False) as tape:
                 tape.watch(sources)
-                y = branch()
+                y = _guarded(branch, (), captures, where)
             return tape.gradient([y[j] for j in fo], sources, output_gradients=cts,
                                  unconnected_gradients=_ZERO)
         return run

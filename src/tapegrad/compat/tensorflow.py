@@ -22,7 +22,8 @@ import types
 
 import tapegrad as _tg
 from tapegrad import (GradientTape, Module, RegisterGradient, Tensor,  # noqa: F401
-                      UnconnectedGradients, abs, acos, acosh, add, asin, asinh, atan, atan2,
+                      UnconnectedGradients, cond, foldl, foldr, map_fn, scan, switch_case,
+                      while_loop, abs, acos, acosh, add, asin, asinh, atan, atan2,
                       atanh, broadcast_to, clip_by_global_norm, clip_by_norm, clip_by_value, cos,
                       cosh, custom_gradient, divide, einsum, equal, exp, float16, float32,
                       float64, floor, gradient_override_map, greater, greater_equal, identity,

@@ -1,0 +1,441 @@
+"""Control flow (tg.cond, tg.while_loop, tg.lax.scan, ...): JAX's values and derivatives,
+eagerly and compiled, first and second order, reverse and forward mode; and its errors."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+jax.config.update("jax_enable_x64", True)  # the references in float64, as tapegrad computes
+
+W0 = np.array([0.3, -0.2, 0.5])
+XS = np.linspace(0.1, 1.2, 12).reshape(4, 3)
+V = np.array([1.0, 2.0, -1.0])
+
+
+# --- the cases: a scalar loss of w written with tapegrad's construct and with JAX's ------------
+def _scan(w):
+    def body(c, x):
+        c2 = tg.sin(c * w) + x
+        return c2, tg.sum(c2 ** 2)
+    c, ys = tg.lax.scan(body, tg.ones(3, dtype=tg.float64), tg.constant(XS))
+    return tg.sum(c) + tg.sum(ys)
+
+
+def _scan_jax(w):
+    def body(c, x):
+        c2 = jnp.sin(c * w) + x
+        return c2, jnp.sum(c2 ** 2)
+    c, ys = jax.lax.scan(body, jnp.ones(3), XS)
+    return jnp.sum(c) + jnp.sum(ys)
+
+
+def _scan_reverse_dict(w):
+    def body(c, x):
+        a = c["a"] * tg.cos(x["u"] * w) + c["b"]
+        return {"a": a, "b": c["b"] * 0.9}, (a[0], x["u"] * a)
+    c, (y0, y1) = tg.lax.scan(body, {"a": w, "b": tg.constant(0.5)}, {"u": tg.constant(XS)},
+                              reverse=True)
+    return tg.sum(c["a"]) * c["b"] + tg.sum(y0 ** 2) + tg.sum(tg.tanh(y1))
+
+
+def _scan_reverse_dict_jax(w):
+    def body(c, x):
+        a = c["a"] * jnp.cos(x["u"] * w) + c["b"]
+        return {"a": a, "b": c["b"] * 0.9}, (a[0], x["u"] * a)
+    c, (y0, y1) = jax.lax.scan(body, {"a": w, "b": jnp.asarray(0.5)}, {"u": XS}, reverse=True)
+    return jnp.sum(c["a"]) * c["b"] + jnp.sum(y0 ** 2) + jnp.sum(jnp.tanh(y1))
+
+
+def _fori(w):
+    return tg.sum(tg.lax.fori_loop(0, 5, lambda i, x: tg.sin(x) * w + tg.astype(i, tg.float64),
+                                   w))
+
+
+def _fori_jax(w):
+    return jnp.sum(jax.lax.fori_loop(0, 5, lambda i, x: jnp.sin(x) * w + i, w))
+
+
+def _cond(w):
+    a = tg.cond(tg.sum(w) > 0, lambda: tg.sin(w) * w, lambda: tg.cos(w))
+    b = tg.cond(tg.sum(w) < 0, lambda: tg.sin(w) * w, lambda: tg.exp(w) * 2.0)
+    return tg.sum(a * b)
+
+
+def _cond_jax(w):
+    a = jax.lax.cond(jnp.sum(w) > 0, lambda: jnp.sin(w) * w, lambda: jnp.cos(w))
+    b = jax.lax.cond(jnp.sum(w) < 0, lambda: jnp.sin(w) * w, lambda: jnp.exp(w) * 2.0)
+    return jnp.sum(a * b)
+
+
+def _switch(w):
+    branches = [lambda x: tg.sin(x), lambda x: x ** 3, lambda x: tg.exp(-x) * w]
+    i = tg.astype(tg.sum(w) * 10, tg.int32)  # 6: clamped to the last branch
+    return tg.sum(tg.lax.switch(i, branches, w) + tg.lax.switch(1, branches, w * 2))
+
+
+def _switch_jax(w):
+    branches = [lambda x: jnp.sin(x), lambda x: x ** 3, lambda x: jnp.exp(-x) * w]
+    i = (jnp.sum(w) * 10).astype(jnp.int32)
+    return jnp.sum(jax.lax.switch(i, branches, w) + jax.lax.switch(1, branches, w * 2))
+
+
+def _while(w):
+    def body(i, x):
+        return i + 1, tg.sin(x) * w + x
+
+    i, x = tg.while_loop(lambda i, x: tg.sum(x) < 3.0, body, (tg.constant(0), w),
+                         maximum_iterations=20)
+    return tg.sum(x ** 2) + tg.astype(i, tg.float64)
+
+
+def _while_jax(w):
+    def body(c):
+        return c[0] + 1, jnp.sin(c[1]) * w + c[1]
+
+    i, x = jax.lax.while_loop(lambda c: (jnp.sum(c[1]) < 3.0) & (c[0] < 20), body, (0, w))
+    return jnp.sum(x ** 2) + i
+
+
+def _map_fold(w):
+    m = tg.map_fn(lambda x: tg.sin(x * w), tg.constant(XS))
+    s = tg.scan(lambda a, x: a * w + x, tg.constant(XS))
+    left = tg.foldl(lambda a, x: a * tg.tanh(x + w), tg.constant(XS), initializer=w)
+    right = tg.foldr(lambda a, x: a * 0.5 + x * w, tg.constant(XS))
+    return tg.sum(m) + tg.sum(s ** 2) + tg.sum(left) + tg.sum(right ** 2)
+
+
+def _map_fold_jax(w):
+    m = jax.lax.map(lambda x: jnp.sin(x * w), XS)
+    _, s = jax.lax.scan(lambda a, x: (a * w + x, a * w + x), XS[0], XS[1:])
+    s = jnp.concatenate([XS[:1], s])
+    left, _ = jax.lax.scan(lambda a, x: (a * jnp.tanh(x + w), None), w, XS)
+    right, _ = jax.lax.scan(lambda a, x: (a * 0.5 + x * w, None), XS[-1], XS[:-1], reverse=True)
+    return jnp.sum(m) + jnp.sum(s ** 2) + jnp.sum(left) + jnp.sum(right ** 2)
+
+
+def _nested(w):
+    def inner(c, x):
+        return c * tg.cos(x * w) + 0.1, None
+
+    def outer(c, x):
+        c1, _ = tg.lax.scan(inner, c, tg.reshape(x, (3, 1)))
+        c2 = tg.cond(tg.sum(c1) > 1.0, lambda: c1 * 0.5, lambda: c1 + w)
+        return c2, tg.sum(c2 * w)
+
+    c, ys = tg.lax.scan(outer, w, tg.constant(XS))
+    return tg.sum(c) + tg.sum(ys ** 2)
+
+
+def _nested_jax(w):
+    def inner(c, x):
+        return c * jnp.cos(x * w) + 0.1, None
+
+    def outer(c, x):
+        c1, _ = jax.lax.scan(inner, c, x.reshape(3, 1))
+        c2 = jax.lax.cond(jnp.sum(c1) > 1.0, lambda: c1 * 0.5, lambda: c1 + w)
+        return c2, jnp.sum(c2 * w)
+
+    c, ys = jax.lax.scan(outer, w, XS)
+    return jnp.sum(c) + jnp.sum(ys ** 2)
+
+
+CASES = {"scan": (_scan, _scan_jax), "scan_reverse_dict": (_scan_reverse_dict,
+                                                            _scan_reverse_dict_jax),
+         "fori_loop": (_fori, _fori_jax), "cond": (_cond, _cond_jax),
+         "switch": (_switch, _switch_jax), "while_loop": (_while, _while_jax),
+         "map_fold": (_map_fold, _map_fold_jax), "nested": (_nested, _nested_jax)}
+
+
+def _reference(jax_fn, what):
+    w, v = jnp.asarray(W0), jnp.asarray(V)
+    if what == "value":
+        return jax_fn(w)
+    if what == "grad":  # jacfwd: JAX cannot reverse-differentiate its while_loop
+        return jax.jacfwd(jax_fn)(w)
+    if what == "jvp":
+        return jax.jvp(jax_fn, (w,), (v,))[1]
+    return jax.jacfwd(jax.jacfwd(jax_fn))(w)
+
+
+def _ours(fn, what):
+    if what == "value":
+        return lambda w, v: fn(w)
+    if what == "grad":
+        return lambda w, v: tg.grad(fn)(w)
+    if what == "jvp":
+        return lambda w, v: tg.jvp(fn, (w,), (v,))[1]
+    if what == "hessian_fwd_rev":
+        return lambda w, v: tg.hessian(fn)(w)
+    if what == "hessian_rev_rev":
+        return lambda w, v: tg.jacrev(tg.grad(fn))(w)
+    return lambda w, v: tg.jacfwd(lambda u: tg.jvp(fn, (u,), (tg.ones_like(u),))[1])(w)
+
+
+WHATS = ["value", "grad", "jvp", "hessian_fwd_rev", "hessian_rev_rev", "hessian_fwd_fwd"]
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("what", WHATS)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_values_and_derivatives_equal_jax(case, what, compiled):
+    fn, jax_fn = CASES[case]
+    ours = _ours(fn, what)
+    if compiled:
+        ours = tg.function(ours, jit_compile=True)
+    got = ours(tg.constant(W0), tg.constant(V))
+    if what == "hessian_fwd_fwd":  # d/dw of the JVP along ones: the Hessian times ones
+        want = _reference(jax_fn, "hessian") @ np.ones(3)
+    else:
+        want = _reference(jax_fn, "hessian" if what.startswith("hessian") else what)
+    np.testing.assert_allclose(np.asarray(got.numpy()), np.asarray(want), rtol=1e-8,
+                               atol=1e-10)
+
+
+def test_compiled_scan_is_one_xla_loop_and_traces_its_body_a_fixed_number_of_times():
+    calls = []
+
+    def body(c, x):
+        calls.append(1)
+        return c * 0.5 + x, None
+
+    @tg.function
+    def f(xs):
+        return tg.lax.scan(body, tg.zeros(3, dtype=tg.float64), xs)[0]
+
+    for n in (10, 1000):
+        calls.clear()
+        xs = np.ones((n, 3))
+        np.testing.assert_allclose(f(tg.constant(xs)).numpy(), 2 * (1 - 0.5 ** n) * np.ones(3))
+        assert len(calls) == 2  # once alone (what it captures), once inside lax.scan
+    eager_calls = []
+    tg.lax.scan(lambda c, x: (eager_calls.append(1) or c + x, None), 0.0,
+                tg.constant(np.ones(7)))
+    assert len(eager_calls) == 7  # eagerly: Python, once per iteration
+
+
+def test_eager_loops_are_recorded_op_by_op():
+    w = tg.constant(W0)
+    with tg.GradientTape() as tape:
+        tape.watch(w)
+        c, _ = tg.lax.scan(lambda c, x: (c * w + x, None), w, tg.constant(XS))
+    types = [op.type for op in tape.operations]
+    assert types.count("Mul") == 4 and "Scan" not in types
+    with tg.GradientTape() as tape:
+        tape.watch(w)
+        c = tg.function(lambda w: tg.lax.scan(lambda c, x: (c * w + x, None), w,
+                                              tg.constant(XS))[0])(w)
+        loss = tg.sum(c)
+    g = tape.gradient(loss, w)  # through the compiled call's own recorded op
+    want = jax.grad(lambda w: jnp.sum(jax.lax.scan(lambda c, x: (c * w + x, None), w,
+                                                   XS)[0]))(W0)
+    np.testing.assert_allclose(g.numpy(), want, rtol=1e-10)
+
+
+# --- what a body may contain --------------------------------------------------------------------
+@tg.custom_gradient
+def _scaled_sin(x):
+    return tg.sin(x), lambda dy: dy * tg.cos(x) * 3.0  # deliberately 3x the true derivative
+
+
+def _scaled_sin_jax():
+    @jax.custom_vjp
+    def f(x):
+        return jnp.sin(x)
+    f.defvjp(lambda x: (jnp.sin(x), x), lambda x, dy: (dy * jnp.cos(x) * 3.0,))
+    return f
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_custom_gradient_inside_a_body_uses_its_own_rule(compiled):
+    def loss(w):
+        return tg.sum(tg.lax.scan(lambda c, x: (_scaled_sin(c * w) + x, None), w,
+                                  tg.constant(XS))[0])
+
+    sin3 = _scaled_sin_jax()
+
+    def loss_jax(w):
+        return jnp.sum(jax.lax.scan(lambda c, x: (sin3(c * w) + x, None), w, XS)[0])
+
+    grad = tg.grad(loss)
+    if compiled:
+        grad = tg.function(grad, jit_compile=True)
+    np.testing.assert_allclose(grad(tg.constant(W0)).numpy(), jax.grad(loss_jax)(W0),
+                               rtol=1e-10)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_variables_read_in_a_body_accumulate_gradients(compiled):
+    w = tg.Variable(W0, name="w")
+
+    def step():
+        with tg.GradientTape() as tape:
+            c, ys = tg.lax.scan(lambda c, x: (tg.tanh(c * w + x), tg.sum(c * w)),
+                                tg.ones(3, dtype=tg.float64), tg.constant(XS))
+            loss = tg.sum(c) + tg.sum(ys)
+        return tape.gradient(loss, w)
+
+    if compiled:
+        step = tg.function(step, jit_compile=True)
+
+    def loss_jax(w):
+        c, ys = jax.lax.scan(lambda c, x: (jnp.tanh(c * w + x), jnp.sum(c * w)), jnp.ones(3), XS)
+        return jnp.sum(c) + jnp.sum(ys)
+
+    np.testing.assert_allclose(step().numpy(), jax.grad(loss_jax)(W0), rtol=1e-10)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_variables_assigned_in_a_body_and_random_draws_are_fresh_each_iteration(compiled):
+    counter = tg.Variable(0.0, trainable=False, name="counter")
+    gen = tg.random.Generator.from_seed(7)
+
+    def run(w):
+        def body(c, _):
+            counter.assign_add(1.0)
+            z = gen.normal((3,), dtype=tg.float64)
+            return c + w * z, z
+        return tg.lax.scan(body, tg.zeros(3, dtype=tg.float64), None, length=5)
+
+    def f(w):
+        with tg.GradientTape() as tape:
+            tape.watch(w)
+            c, zs = run(w)
+            loss = tg.sum(c)
+        return tape.gradient(loss, w), zs
+
+    if compiled:
+        f = tg.function(f, jit_compile=True)
+    g, zs = f(tg.constant(W0))
+    z = zs.numpy()
+    assert z.shape == (5, 3) and len({tuple(r) for r in np.round(z, 12)}) == 5
+    np.testing.assert_allclose(g.numpy(), z.sum(axis=0), rtol=1e-12)  # the recompute saw them
+    assert float(counter) == 5.0
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_a_numpy_forward_primitive_with_a_registered_gradient_in_a_body(compiled):
+    @tg.primitive("ControlFlowTestCube")
+    def cube(x):
+        return np.asarray(x) ** 3
+
+    try:
+        @tg.RegisterGradient("ControlFlowTestCube")
+        def _(op, dy):
+            return dy * 3.0 * op.inputs[0] ** 2
+
+        def loss(w):
+            return tg.sum(tg.lax.scan(lambda c, x: (cube(c) * 0.5 + x * w, None), w,
+                                      tg.constant(XS))[0])
+
+        grad = tg.grad(loss)
+        if compiled:
+            grad = tg.function(grad, jit_compile=True)
+        want = jax.grad(lambda w: jnp.sum(jax.lax.scan(
+            lambda c, x: (c ** 3 * 0.5 + x * w, None), w, XS)[0]))(W0)
+        np.testing.assert_allclose(grad(tg.constant(W0)).numpy(), want, rtol=1e-10)
+    finally:
+        from tapegrad import _registry
+        _registry._OPS.pop("ControlFlowTestCube", None)
+
+
+def test_forward_mode_through_a_compiled_while_loop_without_a_bound():
+    def f(w):
+        return tg.lax.while_loop(lambda x: tg.sum(x) < 3.0, lambda x: x * w + 0.5, w)
+
+    got = tg.function(lambda w, v: tg.jvp(f, (w,), (v,))[1])(tg.constant(W0 + 1),
+                                                                tg.constant(V))
+    want = jax.jvp(lambda w: jax.lax.while_loop(lambda x: jnp.sum(x) < 3.0,
+                                                lambda x: x * w + 0.5, w), (W0 + 1,), (V,))[1]
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-10)
+
+
+# --- errors ------------------------------------------------------------------------------------
+def test_compiled_reverse_mode_through_an_unbounded_while_loop_names_maximum_iterations():
+    f = tg.function(tg.grad(lambda w: tg.sum(tg.while_loop(lambda x: tg.sum(x) < 3.0,
+                                                           lambda x: x * 2.0, [w])[0])))
+    with pytest.raises(ValueError, match="maximum_iterations"):
+        f(tg.constant(W0 + 1))
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_a_carry_that_changes_shape_names_the_loop_variable_and_both_shapes(compiled):
+    def f(x):
+        return tg.lax.scan(lambda c, x: ({"h": tg.concat([c["h"], x])}, None),
+                           {"h": tg.zeros(2, dtype=tg.float64)}, x)[0]
+
+    if compiled:
+        f = tg.function(f, jit_compile=True)
+    with pytest.raises(TypeError, match=r"carry\['h'\] with shape \(5,\).*shape \(2,\)"):
+        f(tg.constant(XS))
+
+
+def test_a_while_loop_variable_that_changes_dtype_is_named():
+    f = tg.function(lambda x: tg.while_loop(lambda i, x: i < 3,
+                                            lambda i, x: (i + 1, tg.astype(x, tg.float32)),
+                                            (0, x)))
+    with pytest.raises(TypeError, match=r"loop_vars\[1\].*float32.*float64"):
+        f(tg.constant(W0))
+
+
+def test_branches_that_differ_are_refused_naming_both():
+    f = tg.function(lambda x: tg.cond(tg.sum(x) > 0, lambda: x, lambda: x[:2]))
+    with pytest.raises(TypeError, match=r"shape \(2,\).*true_fn|false_fn.*shape \(3,\)"):
+        f(tg.constant(W0))
+    g = tg.function(lambda x: tg.cond(tg.sum(x) > 0, lambda: (x, x), lambda: [x, x]))
+    with pytest.raises(TypeError, match="same structure"):
+        g(tg.constant(W0))
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_a_predicate_that_is_not_a_scalar_bool_is_refused(compiled):
+    def f(x):
+        return tg.cond(x > 0, lambda: x, lambda: -x)
+
+    if compiled:
+        f = tg.function(f, jit_compile=True)
+    with pytest.raises(TypeError, match=r"scalar boolean.*shape \(3,\).*tg.all/tg.any"):
+        f(tg.constant(W0))
+
+
+def test_a_closure_rebound_before_the_gradient_is_refused_not_silently_wrong():
+    def f(w):
+        def body(c, x):
+            c = c * 1.5
+            c = tg.cond(tg.sum(c) > 1.0, lambda: c * 0.5, lambda: c + w)  # late binding
+            return c, None
+        return tg.sum(tg.lax.scan(body, w, tg.constant(XS))[0])
+
+    with pytest.raises(RuntimeError, match="closures bind late"):
+        tg.function(tg.grad(f))(tg.constant(W0))
+
+
+def test_scanned_arrays_of_different_lengths_are_named():
+    with pytest.raises(ValueError, match=r"xs\[0\] 4, xs\[1\] 3"):
+        tg.lax.scan(lambda c, x: (c, None), 0.0, (tg.constant(XS), tg.ones(3)))
+
+
+def test_a_python_if_on_a_traced_tensor_points_to_control_flow():
+    @tg.function
+    def f(x):
+        if tg.sum(x) > 0:
+            return x
+        return -x
+
+    with pytest.raises(TypeError, match=r"test_control_flow.py:\d+.*tg.cond.*tg.while_loop"):
+        f(tg.constant(W0))
+
+
+def test_tensorflow_names_in_compat():
+    import tapegrad.compat.tensorflow as tf
+
+    x = tf.constant([1.0, 2.0])
+    assert float(tf.reduce_sum(tf.map_fn(lambda v: v * 2.0, x))) == 6.0
+    i, = tf.while_loop(lambda i: i < 4, lambda i: (i + 1,), [tf.constant(0)])
+    assert int(i) == 4
+    assert float(tf.cond(tf.constant(True), lambda: x[0], lambda: x[1])) == 1.0
+    assert float(tf.switch_case(tf.constant(1), [lambda: x[0], lambda: x[1]])) == 2.0
+    np.testing.assert_allclose(tf.scan(lambda a, v: a + v, x).numpy(), [1.0, 3.0])
+    assert float(tf.foldl(lambda a, v: a + v, x)) == 3.0
+    assert float(tf.foldr(lambda a, v: a * v, x)) == 2.0
