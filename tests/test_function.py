@@ -335,7 +335,7 @@ def test_a_python_branch_on_a_traced_value_names_the_line():
         return -x
 
     with pytest.raises(TypeError, match=r"the Python code at .*test_function.py:\d+ needs the "
-                                        r"concrete value of a traced tensor.*Use tg.where"):
+                                        r"concrete value of a traced tensor.*tg.cond.*tg.where"):
         f(tg.constant([1.0]))
     g = tg.function(lambda x: float(tg.sum(x)))
     with pytest.raises(TypeError, match="needs the concrete value of a traced tensor"):

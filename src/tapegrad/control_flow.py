@@ -67,6 +67,14 @@ def _compiled(leaves) -> bool:
     return jax is not None and any(isinstance(_raw(x), jax.core.Tracer) for x in leaves)
 
 
+def _as_jax(a):
+    """A loop's input array as JAX takes it: JAX's and NumPy's as they are, others (another
+    default backend's constants) through NumPy."""
+    if isinstance(a, (np.ndarray, np.generic)) or type(a).__module__.startswith("jax"):
+        return a
+    return np.asarray(_backend.to_numpy(a))
+
+
 def _tensor(x):
     return x if isinstance(x, Tensor) else convert_to_tensor(x)
 
@@ -312,8 +320,9 @@ def _scan_flat(step, carries, xs, length, reverse=False, unroll=1, where="tg.lax
         new = [o._value for o in outs]
         return [*new[:nc], *new[nc + ny:]], (new[nc:nc + ny], list(c) if keep else [])
 
-    init = [*[c._value for c in carries], *[v._value for v in state]]
-    final, (ys, entered) = jax.lax.scan(body, init, [x._value for x in xs], length=length,
+    init = [*[_as_jax(c._value) for c in carries], *[v._value for v in state]]
+    final, (ys, entered) = jax.lax.scan(body, init, [_as_jax(x._value) for x in xs],
+                                        length=length,
                                         reverse=reverse, unroll=unroll)
     for v, a in zip(state, final[nc:]):
         v._value = a
@@ -551,7 +560,7 @@ def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
                 f"loop with {_describe(want)}; a loop variable keeps its shape and dtype in "
                 "every iteration (pad it to a fixed shape, or cast it, or give "
                 "shape_invariants only for shapes that do not change)")
-    recording = any(not t._observer for t in _records._state.tapes)
+    recording = any(not t._observer and t._differentiates for t in _records._state.tapes)
     if maximum_iterations is not None and recording:
         return _bounded_while(cond_fn, body_fn, loop_vars, maximum_iterations, where, names)
     state = list(found_b.assigned)
@@ -570,7 +579,8 @@ def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
         new = [o._value for o in outs]
         return [*new[n:], *new[:n], *([c[-1] + 1] if bound else [])]
 
-    init = [*[v._value for v in state], *[v._value for v in loop_vars], *([0] if bound else [])]
+    init = [*[v._value for v in state], *[_as_jax(v._value) for v in loop_vars],
+            *([0] if bound else [])]
     s_init = [Tensor(a) for a in init[:ns]]
     final = jax.lax.while_loop(jcond, jbody, init)
     for v, a in zip(state, final[:ns]):
@@ -981,3 +991,27 @@ def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True,
     return tree_unflatten(structure, [
         a if s is None or a.dtype == getattr(s, "dtype", s) else astype(a, getattr(s, "dtype", s))
         for a, s in zip(leaves, sig)])
+
+
+# --- linear solves with implicit gradients -----------------------------------------------------
+def _reads(fn, arg):
+    """The floating Tensors made before ``fn(arg)`` runs that its ops read (its parameters)."""
+    observer = _Captures()
+    _isolated(lambda ts: fn(arg), [], observer)
+    return [c for c in observer.found.values() if _floating(c)]
+
+
+def _transpose(matvec, like):
+    """The transpose of the linear function ``matvec`` (a pytree of Tensors shaped like
+    ``like`` to one such pytree): ``u -> J^T u``, one reverse pass through ``matvec`` (its
+    Jacobian is itself)."""
+    def vecmat(u):
+        leaves, structure = tree_flatten(like)
+        z = [zeros_like(_tensor(x)) for x in leaves]
+        with GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(z)
+            y = tree_flatten(matvec(tree_unflatten(structure, z)))[0]
+        g = tape.gradient(y, z, output_gradients=tree_flatten(u)[0], unconnected_gradients=_ZERO)
+        return tree_unflatten(structure, g)
+
+    return vecmat

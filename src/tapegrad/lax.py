@@ -13,10 +13,12 @@ import builtins
 import numpy as np
 
 from . import control_flow as _cf
+from ._pytree import tree_flatten, tree_unflatten
 from ._tensor import Tensor
-from .ops import arange, astype, where
+from .custom_gradient import custom_gradient
+from .ops import arange, astype, where, zeros_like
 
-__all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "map"]
+__all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "map", "custom_linear_solve"]
 
 
 def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
@@ -118,3 +120,69 @@ def map(f, xs):  # noqa: A001 - JAX's name
     """``f`` applied to each slice of ``xs`` along its leading axis, stacked
     (``jax.lax.map``): ``scan`` with no carry. Errors as :func:`scan`."""
     return _cf._scan("tg.lax.map", lambda c, x: (c, f(x)), (), xs, None, False, 1)[1]
+
+
+def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
+                        has_aux=False):
+    """The solution ``x`` of ``matvec(x) = b`` found by ``solve(matvec, b)``, differentiated
+    implicitly (``jax.lax.custom_linear_solve``): the solver's iterations are never
+    differentiated.
+
+    Args:
+        matvec: a linear function from pytrees shaped like ``b`` to the same; it may read
+            tensors and Variables (the operator's parameters), which receive gradients.
+        b: a pytree of floating Tensors (the right-hand side).
+        solve: ``solve(matvec, b) -> x`` (or ``(x, aux)`` with ``has_aux``).
+        transpose_solve: ``transpose_solve(vecmat, b) -> x`` solving the transposed system;
+            not needed when ``symmetric``.
+        symmetric: ``matvec`` is symmetric, so ``solve`` solves the transposed system too.
+        has_aux: ``solve`` returns ``(x, aux)``; then ``(x, aux)`` is returned, ``aux``
+            without gradient.
+
+    Gradient (the adjoint method): with ``u = A^{-T} x_bar`` (one transposed solve, itself a
+    ``custom_linear_solve``, so second order works), ``b_bar = u`` and each parameter
+    ``theta`` of ``matvec`` gets ``-(d(A x)/d theta)^T u``, since ``A x = b`` gives
+    ``A dx = db - dA x``. Forward mode: the transposed VJP of that rule. Raises ``ValueError``
+    when neither ``symmetric`` nor ``transpose_solve`` says how to solve the transposed system.
+    """
+    if transpose_solve is None and not symmetric:
+        raise ValueError("tg.lax.custom_linear_solve: give transpose_solve, or symmetric=True "
+                         "if matvec is symmetric; the gradient solves the transposed system")
+    leaves, structure = tree_flatten(b)
+    leaves = [_cf._tensor(x) for x in leaves]
+    n = len(leaves)
+    params = _cf._reads(matvec, tree_unflatten(structure, leaves))
+    vecmat = matvec if symmetric else _cf._transpose(matvec, tree_unflatten(structure, leaves))
+    t_solve = solve if symmetric else transpose_solve
+
+    aux_structure = {}
+
+    def run(*args):
+        out = solve(matvec, tree_unflatten(structure, list(args[:n])))
+        x, aux = out if has_aux else (out, None)
+        x_leaves = [_cf._tensor(a) for a in tree_flatten(x)[0]]
+        aux_leaves, aux_structure["s"] = tree_flatten(aux)
+        aux_leaves = [_cf._tensor(a) for a in aux_leaves]
+
+        def grad_fn(*dys, variables=()):
+            cts = [d if d is not None else zeros_like(x) for d, x in zip(dys, x_leaves)]
+            u = custom_linear_solve(vecmat, tree_unflatten(structure, cts), t_solve, solve,
+                                    symmetric)
+            u_leaves = tree_flatten(u)[0]
+            sources = [*params, *variables]
+            with _cf.GradientTape(watch_accessed_variables=False) as tape:
+                tape.watch(sources)
+                ax = tree_flatten(matvec(tree_unflatten(structure, x_leaves)))[0]
+            g = tape.gradient(ax, sources, output_gradients=[-w for w in u_leaves],
+                              unconnected_gradients=_cf._ZERO)
+            gin = [*u_leaves, *g[:len(params)]]
+            return (gin, g[len(params):]) if variables else gin
+
+        return (*x_leaves, *aux_leaves), grad_fn
+
+    run.__name__ = "custom_linear_solve"
+    outs = custom_gradient(run)(*leaves, *params)
+    x = tree_unflatten(structure, list(outs[:n]))
+    if not has_aux:
+        return x
+    return x, tree_unflatten(aux_structure["s"], list(outs[n:]))

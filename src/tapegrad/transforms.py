@@ -23,6 +23,7 @@ with tapegrad ops, so an outer transform or tape differentiates it again (``grad
 from __future__ import annotations
 
 import functools
+import sys
 
 from ._pytree import show as _show
 from ._pytree import tree_flatten as _tree_flatten
@@ -294,6 +295,7 @@ def recompute_grad(f):
                 # from a closure, gets the gradient of its position only
                 xs = [identity(x) if isinstance(x, Tensor) and _is_floating(x) else x
                       for x in inputs]
+                _barrier([x for x, a in zip(xs, inputs) if x is not a], dys)
                 tape.watch([x for x, a in zip(xs, inputs) if x is not a])
                 tape.watch(list(variables))
                 y2 = f(*xs[:len(args)], **{**kwargs, **dict(zip(tensor_kw, xs[len(args):]))})
@@ -308,6 +310,21 @@ def recompute_grad(f):
     checkpointed.__name__ = f"recompute_grad({getattr(f, '__name__', 'f')})"
     checkpointed.__qualname__ = checkpointed.__name__
     return functools.wraps(f)(custom_gradient(checkpointed))
+
+
+def _barrier(xs, dys):
+    """Inside a compiled function, make the recomputation's inputs ``xs`` (fresh Tensors)
+    hold their values through ``jax.lax.optimization_barrier`` together with the cotangents
+    ``dys``, as ``jax.checkpoint`` does: XLA can then neither merge the recomputation back
+    into the forward (common-subexpression elimination) nor run it before the cotangents
+    exist, so the forward's intermediates are not kept."""
+    jax = sys.modules.get("jax")
+    values = [t._value for t in (*xs, *dys) if isinstance(t, Tensor)]
+    if jax is None or not any(isinstance(v, jax.core.Tracer) for v in values):
+        return
+    held = jax.lax.optimization_barrier(values)
+    for x, v in zip(xs, held):
+        x._value = v  # the same values: the outer tapes' records of identity(x) stay true
 
 
 def hessian(f, argnums=0):
