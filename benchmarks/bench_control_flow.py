@@ -1,0 +1,99 @@
+"""Measure compiled control flow: a ``tg.lax.scan`` of N time steps inside ``tg.function``
+against the ``jax.jit`` + ``jax.lax.scan`` program a JAX user writes, in one process.
+
+Run ``python benchmarks/bench_control_flow.py [--steps 100 1000]``. The workload is the
+gradient of ``sum_t sum(h_t ** 2)`` with ``h_t = tanh(h_{t-1} @ W + x_t)`` (64 x 64 float64
+state and weights, N slices ``x_t``), with respect to ``W``. For each N it prints the first
+call (trace, compile and one run) of each side, their ratio, the ratio of the first call at
+the largest N to that at the smallest (compile time must not grow with N: the body is traced
+once), and the median time of a compiled step of each side over repeats (tapegrad's reverse
+pass recomputes each step from its carry; JAX's saves the step's residuals). The JAX peer
+keeps its arrays on the device and waits once per repeat block, as JAX users do; tapegrad's
+call returns NumPy arrays (issue 19 is about that difference). Gradients are compared first.
+Nothing is asserted. For steadier times pin BLAS to one thread (``OMP_NUM_THREADS=1``).
+
+This is the recurrent-step part of issue 17's Navier-Stokes benchmark, which is not written
+yet.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+
+def _workloads(n):
+    import jax
+    import jax.numpy as jnp
+
+    import tapegrad as tg
+
+    xs = np.random.default_rng(0).normal(size=(n, 64, 64)) * 0.01
+    w0 = np.eye(64) * 0.5
+
+    def loss(w, xs):
+        def step(h, x):
+            h = tg.tanh(h @ w + x)
+            return h, tg.sum(h ** 2)
+        return tg.sum(tg.lax.scan(step, tg.zeros((64, 64), dtype=tg.float64), xs)[1])
+
+    def loss_jax(w, xs):
+        def step(h, x):
+            h = jnp.tanh(h @ w + x)
+            return h, jnp.sum(h ** 2)
+        return jnp.sum(jax.lax.scan(step, jnp.zeros((64, 64)), xs)[1])
+
+    ours = tg.function(tg.grad(loss))
+    peer = jax.jit(jax.grad(loss_jax))
+    return ((lambda: ours(tg.constant(w0), tg.constant(xs)).numpy()),
+            (lambda: peer(jnp.asarray(w0), jnp.asarray(xs))),
+            ours, peer, (tg.constant(w0), tg.constant(xs)), (jnp.asarray(w0), jnp.asarray(xs)))
+
+
+def _first_call(fn):
+    t = time.perf_counter()
+    out = fn()
+    getattr(out, "block_until_ready", lambda: None)()
+    return time.perf_counter() - t, np.asarray(out)
+
+
+def _steps(fn, args, repeats, wait):
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        out = fn(*args)
+        wait(out)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, nargs="+", default=[100, 1000])
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args(argv)
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    firsts = {}
+    for n in args.steps:
+        first_ours, first_peer, ours, peer, a_ours, a_peer = _workloads(n)
+        t_ours, g_ours = _first_call(first_ours)
+        t_peer, g_peer = _first_call(first_peer)
+        firsts[n] = t_ours
+        err = np.abs(g_ours - g_peer).max()
+        s_ours = _steps(ours, a_ours, args.repeats, lambda o: o.numpy())
+        s_peer = _steps(peer, a_peer, args.repeats, lambda o: o.block_until_ready())
+        print(f"N={n:5d}  first call: tapegrad {t_ours:.2f} s, jax.jit {t_peer:.2f} s "
+              f"(ratio {t_ours / t_peer:.2f}, target <= 1.2); step: tapegrad "
+              f"{s_ours * 1e3:.1f} ms, jax.jit {s_peer * 1e3:.1f} ms (ratio "
+              f"{s_ours / s_peer:.2f}, target <= 1.15); max |gradient difference| {err:.1e}")
+    lo, hi = min(firsts), max(firsts)
+    if hi != lo:
+        print(f"first call at N={hi} / at N={lo}: {firsts[hi] / firsts[lo]:.2f} (target <= 1.5)")
+
+
+if __name__ == "__main__":
+    main()
