@@ -6,11 +6,12 @@ gradient of ``sum_t sum(h_t ** 2)`` with ``h_t = tanh(h_{t-1} @ W + x_t)`` (64 x
 state and weights, N slices ``x_t``), with respect to ``W``. For each N it prints the first
 call (trace, compile and one run) of each side, their ratio, the ratio of the first call at
 the largest N to that at the smallest (compile time must not grow with N: the body is traced
-once), and the median time of a compiled step of each side over repeats (tapegrad's reverse
-pass recomputes each step from its carry; JAX's saves the step's residuals). The JAX peer
-keeps its arrays on the device and waits once per repeat block, as JAX users do; tapegrad's
-call returns NumPy arrays (issue 19 is about that difference). Gradients are compared first.
-Nothing is asserted. For steadier times pin BLAS to one thread (``OMP_NUM_THREADS=1``).
+once), and the mean time of a compiled step of each side over a block of repeats (tapegrad's
+reverse pass recomputes each step from its carry; JAX's saves the step's residuals). The JAX
+peer keeps its arrays on the device, lets dispatch run ahead and waits once per block, as JAX
+users do; tapegrad's call returns NumPy arrays (issue 19 is about that difference).
+Gradients are compared first. Nothing is asserted. For steadier times pin BLAS to one
+thread (``OMP_NUM_THREADS=1``).
 
 This is the recurrent-step part of issue 17's Navier-Stokes benchmark, which is not written
 yet.
@@ -18,7 +19,6 @@ yet.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import numpy as np
@@ -60,13 +60,13 @@ def _first_call(fn):
 
 
 def _steps(fn, args, repeats, wait):
-    times = []
+    """Seconds per call of ``repeats`` calls in a row, waiting once at the end (JAX's calls
+    dispatch ahead; tapegrad's return NumPy arrays, so they wait anyway)."""
+    t = time.perf_counter()
     for _ in range(repeats):
-        t = time.perf_counter()
         out = fn(*args)
-        wait(out)
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+    wait(out)
+    return (time.perf_counter() - t) / repeats
 
 
 def main(argv=None):

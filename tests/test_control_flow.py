@@ -427,6 +427,46 @@ def test_a_closure_rebound_before_the_gradient_is_refused_not_silently_wrong():
         tg.function(tg.grad(f))(tg.constant(W0))
 
 
+_ONE = tg.constant([1.0, 2.0])
+EAGER_ERRORS = {
+    "switch_case keys": (lambda: tg.switch_case(0, {0: lambda: _ONE, 2: lambda: _ONE}),
+                         TypeError, r"branch keys must be 0, 1, \.\.\., n-1, got \[0, 2\]"),
+    "switch_case empty": (lambda: tg.switch_case(0, []), ValueError, "branch_fns is empty"),
+    "switch_case float index": (lambda: tg.switch_case(tg.constant(1.0), [lambda: _ONE]),
+                                TypeError, "branch_index must be a scalar integer"),
+    "cond branch not callable": (lambda: tg.cond(True, _ONE, lambda: _ONE), TypeError,
+                                 "true_fn must be a function, got Tensor"),
+    "while cond not scalar": (lambda: tg.while_loop(lambda x: x > 0, lambda x: x - 1, [_ONE]),
+                              TypeError, r"tg.while_loop: cond: the predicate must be a scalar "
+                                         r"boolean.*shape \(2,\)"),
+    "negative maximum_iterations": (lambda: tg.while_loop(lambda x: True, lambda x: x, [_ONE],
+                                                          maximum_iterations=-1),
+                                    ValueError, "maximum_iterations must be >= 0, got -1"),
+    "body changes structure": (lambda: tg.while_loop(lambda a, b: True, lambda a, b: [a],
+                                                     (_ONE, _ONE)),
+                               TypeError, r"returned \(\*,\) but the loop variables have the "
+                                          r"structure \(\*, \*\)"),
+    "scan body not a pair": (lambda: tg.lax.scan(lambda c, x: c, 0.0, _ONE), TypeError,
+                             r"must return a pair \(carry, y\); it returned Tensor"),
+    "scan nothing to scan": (lambda: tg.lax.scan(lambda c, x: (c, x), 0.0, None), ValueError,
+                             "give xs or length"),
+    "scan a scalar": (lambda: tg.lax.scan(lambda c, x: (c, x), 0.0, {"a": tg.constant(1.0)}),
+                      ValueError, r"xs\['a'\] is a scalar"),
+    "lax.switch empty": (lambda: tg.lax.switch(0, []), ValueError, "branches is empty"),
+    "lax.switch float index": (lambda: tg.lax.switch(1.5, [lambda: _ONE]), TypeError,
+                               "index must be a scalar integer, got one of shape"),
+    "lax.cond vector predicate": (lambda: tg.lax.cond(_ONE, lambda: _ONE, lambda: _ONE),
+                                  TypeError, r"predicate must be a scalar, got shape \(2,\)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EAGER_ERRORS))
+def test_each_misuse_gets_a_message_that_says_what_to_do(case):
+    call, kind, message = EAGER_ERRORS[case]
+    with pytest.raises(kind, match=message):
+        call()
+
+
 def test_scanned_arrays_of_different_lengths_are_named():
     with pytest.raises(ValueError, match=r"xs\[0\] 4, xs\[1\] 3"):
         tg.lax.scan(lambda c, x: (c, None), 0.0, (tg.constant(XS), tg.ones(3)))

@@ -35,13 +35,14 @@ import sys
 import numpy as np
 
 from . import _backend, _records, config
-from ._pytree import show, tree_flatten, tree_unflatten  # noqa: F401 - tree_flatten for lax
+from ._pytree import show, tree_flatten, tree_unflatten
 from ._tape import GradientTape, UnconnectedGradients
 from ._tensor import Tensor, Variable, convert_to_tensor, live_variables
 from ._tensor import _ids as _tensor_ids
 from .errors import describe_fn
 from .forward import ForwardAccumulator
-from .ops import astype, logical_and, stack, zeros, zeros_like
+from .ops import astype, concat, expand_dims, logical_and, stack, zeros, zeros_like
+from .ops import where as _where
 
 __all__ = ["cond", "switch_case", "while_loop", "scan", "map_fn", "foldl", "foldr"]
 
@@ -90,6 +91,13 @@ def _spec(t):
 def _describe(spec):
     shape, dtype = spec
     return f"shape {shape} and dtype {dtype}"
+
+
+def _carry_changed(where, name, got, want, hint=""):
+    """The ``TypeError`` for a loop variable whose ``(shape, dtype)`` changed in the body."""
+    return TypeError(f"{where}: the body returned {name} with {_describe(got)}, but it entered "
+                     f"the loop with {_describe(want)}; a loop variable keeps its shape and "
+                     f"dtype in every iteration (pad it to a fixed shape, or cast it{hint})")
 
 
 def _paths(structure, prefix):
@@ -177,6 +185,16 @@ def _guarded(fn, args, captures, where):
         return fn()
     finally:
         state.tapes = saved
+
+
+def _merge(founds):
+    """``(captures, assigned Variables)`` of several traces (the branches of a switch, a
+    loop's cond and body), each once, in order; an assigned Variable is no capture."""
+    captures, state = {}, {}
+    for f in founds:
+        state.update((id(v), v) for v in f.assigned)
+        captures.update((id(c), c) for c in f.captures)
+    return [c for i, c in captures.items() if i not in state], list(state.values())
 
 
 class _Found:
@@ -277,10 +295,6 @@ def _record(op_type, names, inputs, outs, grad, jvp):
                                 tuple(outs))
 
 
-def _zeros_stacked(length, t):
-    return zeros((length, *t.shape), dtype=t.dtype)
-
-
 # --- scan ------------------------------------------------------------------------------------
 def _scan_flat(step, carries, xs, length, reverse=False, unroll=1, where="tg.lax.scan",
                names=None):
@@ -299,14 +313,11 @@ def _scan_flat(step, carries, xs, length, reverse=False, unroll=1, where="tg.lax
     found = _discover(flat, [*c_specs, *x_specs])
     for name, want, got in zip(names, c_specs, found.outs[:nc]):
         if want != got:
-            raise TypeError(
-                f"{where}: the body returned {name} with {_describe(got)}, but it entered the "
-                f"loop with {_describe(want)}; a loop variable keeps its shape and dtype in "
-                "every iteration (pad it to a fixed shape, or cast it)")
+            raise _carry_changed(where, name, got, want)
     ny = len(found.outs) - nc
     state, captures = found.assigned, found.captures
     ns = len(state)
-    full = _bound(lambda ts: flat(ts), state)  # (state, carries, x) -> (carries, ys, state)
+    full = _bound(flat, state)  # (state, carries, x) -> (carries, ys, state)
 
     def full_step(c, x):  # carries then state values -> (carries then state, ys)
         out = full([*c[nc:], *c[:nc], *x])
@@ -344,12 +355,12 @@ def _scan_flat(step, carries, xs, length, reverse=False, unroll=1, where="tg.lax
                              reverse, where)
 
         in_names = [*names, *[f"xs[{k}]" for k in range(len(xs))],
-                    *[f"captured {describe_capture(c)}" for c in captures]]
+                    *[f"captured {_describe_capture(c)}" for c in captures]]
         _record("Scan", in_names, inputs, [*c_out, *y_out, *entered], grad, jvp)
     return c_out, y_out
 
 
-def describe_capture(t) -> str:
+def _describe_capture(t) -> str:
     """A captured tensor as error messages name it."""
     if isinstance(t, Variable):
         return f"Variable {t.name!r}"
@@ -454,18 +465,7 @@ def _switch_flat(index, branches, where="tg.switch_case", names=None):
                     f"{where}: output {k} is of {_describe(a)} from {names[0]} but of "
                     f"{_describe(b)} from {name}; every branch must return the same shapes "
                     "and dtypes (cast or reshape inside the branch)")
-    captures, state, seen = [], [], set()
-    for f in founds:
-        for c in f.captures:
-            if id(c) not in seen:
-                seen.add(id(c))
-                captures.append(c)
-        for v in f.assigned:
-            if id(v) not in seen:
-                seen.add(id(v))
-                state.append(v)
-    ids = {id(v) for v in state}
-    captures = [c for c in captures if id(c) not in ids]
+    captures, state = _merge(founds)
     n_out = len(first.outs)
     fulls = [_bound(lambda ts, b=b: b(), state) for b in branches]
 
@@ -492,7 +492,7 @@ def _switch_flat(index, branches, where="tg.switch_case", names=None):
         def jvp(op, *ts):
             return _switch_jvp(index, [run(f) for f in fulls], captures, outs, ts, where)
 
-        _record("Switch", [f"captured {describe_capture(c)}" for c in captures], captures, outs,
+        _record("Switch", [f"captured {_describe_capture(c)}" for c in captures], captures, outs,
                 grad, jvp)
     return outs
 
@@ -544,29 +544,16 @@ def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
     jax = _jax()
     n = len(loop_vars)
     specs = [_spec(v) for v in loop_vars]
-    found_c = _discover(lambda ts: [cond_fn(ts)], specs)
-    if found_c.outs[0] != ((), np.dtype(bool)):
-        raise TypeError(f"{where}: cond must return a scalar boolean Tensor, but it returned "
-                        f"one of {_describe(found_c.outs[0])}; reduce it (tg.all, tg.any) or "
-                        "compare it to get a scalar bool")
-    found_b = _discover(body_fn, specs)
-    if len(found_b.outs) != n:
-        raise TypeError(f"{where}: body returned {len(found_b.outs)} loop variable(s) for "
-                        f"{n}; it must return the structure of loop_vars")
+    found_c = _discover(lambda ts: [cond_fn(ts)], specs)  # cond_fn checks its predicate
+    found_b = _discover(body_fn, specs)  # body_fn checks its structure
     for name, want, got in zip(names, specs, found_b.outs):
         if want != got:
-            raise TypeError(
-                f"{where}: the body returned {name} with {_describe(got)}, but it entered the "
-                f"loop with {_describe(want)}; a loop variable keeps its shape and dtype in "
-                "every iteration (pad it to a fixed shape, or cast it, or give "
-                "shape_invariants only for shapes that do not change)")
+            raise _carry_changed(where, name, got, want, "; shape_invariants cannot relax this")
     recording = any(not t._observer and t._differentiates for t in _records._state.tapes)
     if maximum_iterations is not None and recording:
         return _bounded_while(cond_fn, body_fn, loop_vars, maximum_iterations, where, names)
-    state = list(found_b.assigned)
+    captures, state = _merge([found_c, found_b])
     ns = len(state)
-    captures = list({id(c): c for c in (*found_c.captures, *found_b.captures)}.values())
-    captures = [c for c in captures if not any(c is v for v in state)]
     body = _bound(body_fn, state)
     bound = maximum_iterations is not None
 
@@ -598,7 +585,7 @@ def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
             return _while_jvp(cond_fn, body_fn, state, s_init, loop_vars, captures, ts,
                               maximum_iterations, where, names)
 
-        _record("While", [*names, *[f"captured {describe_capture(c)}" for c in captures]],
+        _record("While", [*names, *[f"captured {_describe_capture(c)}" for c in captures]],
                 [*loop_vars, *captures], outs, grad, jvp)
     return outs
 
@@ -669,11 +656,15 @@ def _flat_outputs(fn, args, structures, slot):
     return [_tensor(x) for x in leaves]
 
 
-def _switch(where, index, branches, operands, names):
-    """``branches[index](*operands)``: eagerly in Python, compiled as ``lax.switch``."""
-    for name, b in zip(names, branches):
+def _check_callables(where, fns, names):
+    for name, b in zip(names, fns):
         if not callable(b):
-            raise TypeError(f"{where}: {name} must be a callable, got {type(b).__name__}")
+            raise TypeError(f"{where}: {name} must be a function, got {type(b).__name__}")
+
+
+def _switch(where, index, branches, operands, names):
+    """``branches[index](*operands)``: eagerly in Python, compiled as ``lax.switch``
+    (the branches are checked to be callable by the caller)."""
     if not _compiled([index, *tree_flatten(operands)[0]]):
         return branches[int(index)](*operands)
     structures = {}
@@ -707,6 +698,7 @@ def cond(pred, true_fn=None, false_fn=None, name=None):
     """
     where = "tg.cond"
     p = _predicate(pred, where)
+    _check_callables(where, [true_fn, false_fn], ["true_fn", "false_fn"])
     if isinstance(pred, (bool, np.bool_)) or not _compiled([p]):
         return (true_fn if bool(p) else false_fn)()
     return _switch(where, astype(p, np.int32), [false_fn, true_fn], (), ["false_fn", "true_fn"])
@@ -746,12 +738,11 @@ def switch_case(branch_index, branch_fns, default=None, name=None):
     names = [f"branch_fns[{k}]" for k in range(len(fns))]
     if default is not None:
         fns, names = [*fns, default], [*names, "default"]
+    _check_callables(where, fns, names)
     if not _compiled([i]):
         k = int(i)
         return fns[k if 0 <= k < len(fns) else -1]()
     n = len(fns) - 1
-    from .ops import where as _where
-
     index = astype(i, np.int32)
     index = _where((index < 0) | (index > n), n, index)
     return _switch(where, index, fns, (), names)
@@ -886,14 +877,11 @@ def _scan(where, f, init, xs, length, reverse, unroll):
         new, y = flat_step(cs, [x[i] for x in x_leaves])
         for name, a, b in zip(c_names, cs, new):
             if _spec(a) != _spec(b):
-                raise TypeError(
-                    f"{where}: the body returned {name} with {_describe(_spec(b))}, but it "
-                    f"entered the loop with {_describe(_spec(a))}; a loop variable keeps its "
-                    "shape and dtype in every iteration (pad it to a fixed shape, or cast it)")
+                raise _carry_changed(where, name, _spec(b), _spec(a))
         cs, per_step[i] = new, y
     if n == 0:  # the ys' shapes from one call, whose results are dropped
         _, y = flat_step(cs, [zeros(tuple(x.shape[1:]), dtype=x.dtype) for x in x_leaves])
-        ys = [_zeros_stacked(0, t) for t in y]
+        ys = [zeros((0, *t.shape), dtype=t.dtype) for t in y]
     else:
         ys = [stack([s[k] for s in per_step]) for k in range(len(per_step[0]))]
     return tree_unflatten(c_structure, cs), tree_unflatten(y_structure["s"], ys)
@@ -937,8 +925,6 @@ def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True,
 
 
 def _concat_first(first, rest, reverse):
-    from .ops import concat, expand_dims
-
     parts = [expand_dims(first, axis=0), rest]
     return concat(parts[::-1] if reverse else parts, axis=0)
 

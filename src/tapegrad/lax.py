@@ -92,8 +92,9 @@ def cond(pred, true_fun, false_fun, *operands):
     if p.ndim != 0:
         raise TypeError(f"tg.lax.cond: the predicate must be a scalar, got shape "
                         f"{tuple(p.shape)}")
+    _cf._check_callables("tg.lax.cond", [true_fun, false_fun], ["true_fun", "false_fun"])
     index = astype(p != 0, np.int32)
-    if not _cf._compiled([index, *_cf.tree_flatten(operands)[0]]):
+    if not _cf._compiled([index, *tree_flatten(operands)[0]]):
         return (true_fun if bool(p != 0) else false_fun)(*operands)
     return _cf._switch("tg.lax.cond", index, [false_fun, true_fun], operands,
                        ["false_fun", "true_fun"])
@@ -106,14 +107,15 @@ def switch(index, branches, *operands):
     if not branches:
         raise ValueError("tg.lax.switch: branches is empty; give at least one branch")
     i = _cf._tensor(index)
-    if i.ndim != 0 or np.dtype(i.dtype).kind not in "iu":
-        raise TypeError(f"tg.lax.switch: index must be a scalar integer, got shape "
-                        f"{tuple(i.shape)} and dtype {i.dtype}")
+    if i.ndim != 0 or _cf._spec(i)[1].kind not in "iu":
+        raise TypeError(f"tg.lax.switch: index must be a scalar integer, got one of "
+                        f"{_cf._describe(_cf._spec(i))}")
+    names = [f"branches[{k}]" for k in range(len(branches))]
+    _cf._check_callables("tg.lax.switch", branches, names)
     n = len(branches) - 1
     i = astype(i, np.int32)
     i = where(i < 0, 0, where(i > n, n, i))
-    return _cf._switch("tg.lax.switch", i, branches, operands,
-                       [f"branches[{k}]" for k in range(len(branches))])
+    return _cf._switch("tg.lax.switch", i, branches, operands, names)
 
 
 def map(f, xs):  # noqa: A001 - JAX's name
