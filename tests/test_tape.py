@@ -35,6 +35,29 @@ def test_watch_traces_through_recorded_ops():
     np.testing.assert_allclose(tape.gradient(y, x).numpy(), np.exp([1, 2, 3.0]) * (1 + np.array([1, 2, 3.0])))
 
 
+class _Subclass(tg.Tensor):
+    __slots__ = ()
+
+
+def test_a_watched_tensor_subclass_has_its_gradient_under_one_tape_and_under_two():
+    # record() takes a fast path for one tape and record_outputs the general one: both trace
+    # a subclass of Tensor like a Tensor
+    x0 = np.array([0.5, -1.0, 2.0])
+    want = np.cos(x0) * x0 ** 2 + 2 * np.sin(x0) * x0  # d/dx sin(x) x^2
+    x = _Subclass(x0)
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        y = tg.sum(tg.sin(x) * x * x)
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), want, rtol=1e-14)
+    with tg.GradientTape() as outer:
+        with tg.GradientTape() as tape:
+            outer.watch(x)
+            tape.watch(x)
+            y = tg.sum(tg.sin(x) * x * x)
+    np.testing.assert_allclose(tape.gradient(y, x).numpy(), want, rtol=1e-14)
+    np.testing.assert_allclose(outer.gradient(y, x).numpy(), want, rtol=1e-14)
+
+
 def test_variables_watched_automatically():
     v = tg.Variable([1.0, -2.0])
     with tg.GradientTape() as tape:

@@ -258,8 +258,8 @@ def record(opdef, args, attrs, out):
             if type(a) is Tensor:
                 if a._id in watched:
                     traced = True
-            elif isinstance(a, Variable):
-                if tape._watch_vars and a.trainable:
+            elif isinstance(a, Tensor):  # a Variable, or another subclass: as record_outputs
+                if tape._watch_vars and isinstance(a, Variable) and a.trainable:
                     tape._note_variable(a)
                 if a._id in watched:
                     traced = True
