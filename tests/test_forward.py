@@ -225,6 +225,31 @@ def test_custom_gradients_are_respected_in_forward_mode():
     np.testing.assert_allclose(acc.jvp(b).numpy(), [1.0, 1.0])  # the override applies
 
 
+def test_gradient_override_map_changes_jvps_as_it_changes_gradients():
+    # Relu -> Identity: the tangent passes unchanged where relu's own JVP would mask it, in an
+    # accumulator, in jacfwd and in a tall GradientTape.jacobian (columns by forward mode)
+    x = tg.constant([-1.0, 2.0, -0.5])
+    t = tg.constant([1.0, -3.0, 2.0])
+    with tg.ForwardAccumulator(x, t) as acc:
+        with tg.gradient_override_map({"Relu": "Identity"}):
+            y = tg.nn.relu(x) * 2.0
+    np.testing.assert_array_equal(acc.jvp(y).numpy(), [2.0, -6.0, 4.0])
+    with tg.gradient_override_map({"Relu": "Identity"}):
+        j = tg.jacfwd(lambda a: tg.nn.relu(a))(x)
+    np.testing.assert_array_equal(j.numpy(), np.eye(3))
+    a = tg.constant(np.arange(12.0).reshape(4, 3) - 6.0)
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        with tg.gradient_override_map({"Relu": "Identity"}):
+            z = tg.nn.relu(a @ x)  # a 4 x 3 Jacobian: three forward sweeps
+    np.testing.assert_array_equal(tape.jacobian(z, x).numpy(), a.numpy())
+    with tg.GradientTape() as tape:  # the gradient it agrees with
+        tape.watch(x)
+        with tg.gradient_override_map({"Relu": "Identity"}):
+            z = tg.nn.relu(a @ x)
+    np.testing.assert_array_equal(tape.gradient(z, x).numpy(), a.numpy().sum(axis=0))
+
+
 @tg.primitive("ForwardTestScaledProduct")
 def _scaled_product(a, b):
     return 3.0 * a * b

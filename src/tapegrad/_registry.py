@@ -360,9 +360,11 @@ def linear_jvp(op, *tangents):
     """The JVP rule of an op linear in its floating inputs jointly (reshape, sum, concat, fft,
     indexing, ``where``'s two branches): the op itself applied to the tangents, with the same
     attributes and the same non-floating inputs (indices, conditions); a floating input without
-    a tangent counts as zero. The derivative of a linear map is the map itself."""
+    a tangent counts as zero. The derivative of a linear map is the map itself. Under
+    ``gradient_override_map`` the op applied is the overriding type's (its JVP is this rule)."""
+    apply = rule_op(op)
     if len(tangents) == 1:
-        return op._opdef.public(tangents[0], **op.attrs)
+        return apply(tangents[0], **op.attrs)
     args = []
     for x, t in zip(op.inputs, tangents):
         if t is None:
@@ -371,7 +373,14 @@ def linear_jvp(op, *tangents):
             else:  # a Python scalar: zero if it is a float, else a constant (an int, a bool)
                 t = type(x)(0) if isinstance(x, (float, complex)) else x
         args.append(t)
-    return op._opdef.public(*args, **op.attrs)
+    return apply(*args, **op.attrs)
+
+
+def rule_op(op):
+    """The op function that a JVP rule of the record ``op`` applies to tangents: that of the
+    op type whose rule runs, the overriding type under ``gradient_override_map`` (when it is
+    defined), else the recorded op's."""
+    return op._gdef.public or op._opdef.public
 
 
 def no_gradient(op_type: str) -> None:
@@ -393,7 +402,9 @@ def gradient_override_map(op_type_map: dict):
 
     ``k`` must be a defined op type; ``v`` any registered type (also one that only has a
     gradient, registered with :func:`RegisterGradient`). Works eagerly under
-    :class:`GradientTape` (the override is fixed when the op is recorded). Raises
+    :class:`GradientTape` (the override is fixed when the op is recorded) and in forward mode
+    (``ForwardAccumulator``, ``jacfwd``, a Jacobian by columns): the JVP is ``v``'s JVP rule
+    (:func:`RegisterJVP`), or the transpose of ``v``'s gradient where ``v`` has no rule. Raises
     ``LookupError`` naming the closest registered names if a type is unknown, or if ``k`` was
     never defined; ``ValueError`` if both types take a fixed number of inputs and the numbers
     differ (the gradient would return the wrong number of gradients).

@@ -14,7 +14,7 @@ import numpy as np
 from .._backend import kernel as _kernel
 from .._backend import namespace as _ns
 from .._backend import register_kernel as _register_kernel
-from .._registry import RegisterGradient, RegisterJVP, Sample, primitive
+from .._registry import RegisterGradient, RegisterJVP, Sample, primitive, rule_op
 from .._tensor import Tensor
 from .manipulation import _shape, expand_dims, matrix_transpose, permute_dims, reshape
 from .reductions import _sum_to
@@ -46,7 +46,7 @@ def _matmul(x1, x2):
 def _bilinear_jvp(op, ta, tb):
     # the JVP of a bilinear op p(a, b): dp = p(da, b) + p(a, db), attributes kept
     a, b = op.inputs
-    p = op._opdef.public
+    p = rule_op(op)
     if tb is None:
         return p(ta, b, **op.attrs)
     if ta is None:
