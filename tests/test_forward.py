@@ -148,6 +148,41 @@ def test_mismatched_primals_and_tangents_raise():
         tg.ForwardAccumulator([1.0], [1.0])
 
 
+def test_integer_primals_are_skipped_with_a_warning_as_tensorflow_does():
+    xi, xf = tg.constant([1, 2, 3]), tg.constant([0.5, -1.0, 2.0])
+    with pytest.warns(UserWarning, match=r"ForwardAccumulator: a primal of dtype int64 cannot "
+                                         r"carry a tangent .* it is not watched.*tg\.astype"):
+        acc = tg.ForwardAccumulator([xi, xf], [tg.constant([1, 1, 1]), tg.constant([1.0, 2.0, 3.0])])
+    with acc:
+        a = xi * 2
+        b = xf * xi
+    assert acc.jvp(a) is None
+    np.testing.assert_array_equal(acc.jvp(b).numpy(), [1.0, 4.0, 9.0])
+    assert acc.jvp(b).dtype == np.float64
+    with pytest.warns(UserWarning, match="cannot carry a tangent"):
+        _, t = tg.jvp(lambda a: a * 2, (tg.constant([1, 2]),), (tg.constant([1, 1]),))
+    np.testing.assert_array_equal(t.numpy(), [0, 0])
+
+
+def test_a_primal_watched_twice_raises_and_jvp_takes_positions_apart():
+    x = tg.constant([0.5, 2.0])
+    with pytest.raises(ValueError, match=r"ForwardAccumulator: the Tensor of shape \(2,\) \(id "
+                                         r"\d+\) already has a tangent in this accumulator.*"
+                                         "watch it once with their sum"):
+        tg.ForwardAccumulator([x, x], [tg.constant([1.0, 0.0]), tg.constant([0.0, 1.0])])
+    acc = tg.ForwardAccumulator(x, tg.constant([1.0, 0.0]))
+    with acc:
+        y = tg.sin(x)
+        with pytest.raises(ValueError, match="already has a tangent"):
+            acc.watch(y, tg.constant([1.0, 1.0]))
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    x0, t1, t2 = np.array([0.5, 2.0]), np.array([1.0, -1.0]), np.array([0.5, 3.0])
+    _, want = jax.jvp(lambda a, b: a * jax.numpy.sin(b), (x0, x0), (t1, t2))
+    _, got = tg.jvp(lambda a, b: a * tg.sin(b), (x, x), (tg.constant(t1), tg.constant(t2)))
+    np.testing.assert_allclose(got.numpy(), np.asarray(want), rtol=1e-15)
+
+
 def test_forward_over_reverse_and_reverse_over_forward():
     x, v = tg.constant([0.3, -1.2]), tg.constant([1.0, 2.0])
     with tg.ForwardAccumulator(x, v) as acc:

@@ -16,6 +16,9 @@ accumulators.
 """
 from __future__ import annotations
 
+import sys
+import warnings
+
 from . import _records, _tape
 from ._records import Dropped
 from ._tape import GradientTape, UnconnectedGradients, _flatten, _unflatten, _zeros_for
@@ -31,15 +34,19 @@ class ForwardAccumulator:
     """Computes Jacobian-vector products of the ops run in its block (``tf.autodiff``).
 
     Args:
-        primals: a Tensor or Variable, or a (nested) list, tuple or dict of them.
+        primals: a Tensor or Variable, or a (nested) list, tuple or dict of them, each at
+            most once. Only floating ones (real or complex) are watched: an integer or boolean
+            primal is skipped with a warning (TensorFlow warns likewise), as
+            ``GradientTape.watch`` skips it, so what depends only on it has no JVP (``None``).
         tangents: the same structure; each tangent has its primal's shape and is cast to its
-            dtype.
+            dtype (a real tangent of a complex primal becomes complex).
 
     ``acc.jvp(target)`` is the directional derivative of ``target`` along the tangents.
     Accumulators nest (an outer one differentiates the inner one's JVPs: second order), and
     combine with ``GradientTape`` in both orders (forward-over-reverse for Hessian-vector
-    products, reverse-over-forward). Raises ``ValueError`` for mismatched structures or shapes,
-    ``TypeError`` for a primal that is not a Tensor.
+    products, reverse-over-forward). Raises ``ValueError`` for mismatched structures or shapes
+    and for a primal given twice (TensorFlow's rule: sum the tangents instead), ``TypeError``
+    for a primal that is not a Tensor or a complex tangent of a real primal.
     """
 
     _observer = True
@@ -68,16 +75,33 @@ class ForwardAccumulator:
         return False
 
     def watch(self, primal, tangent):
-        """Give ``primal`` (a Tensor or Variable, or a structure of them) the ``tangent``."""
+        """Give ``primal`` (a Tensor or Variable, or a structure of them) the ``tangent`` (the
+        same structure; each of its primal's shape, cast to its dtype).
+
+        Warns (``UserWarning``) and skips an integer or boolean primal. Raises ``TypeError``
+        for a primal that is not a Tensor or a complex tangent of a real primal,
+        ``ValueError`` for a tangent of another shape or a primal that already has a tangent
+        here (watched before, or computed by an op in this accumulator's block).
+        """
         for p, t in zip(_flatten(primal), _flatten(tangent)):
             if not isinstance(p, Tensor):
                 raise TypeError(f"ForwardAccumulator: a primal must be a Tensor or Variable, "
                                 f"got {type(p).__name__}")
-            t = convert_to_tensor(t, dtype=p.dtype) if not isinstance(t, Tensor) else t
-            if tuple(t.shape) != tuple(p.shape):
-                raise ValueError(f"ForwardAccumulator: a tangent of shape {tuple(t.shape)} for "
-                                 f"a primal of shape {tuple(p.shape)}; they must match")
-            self._tangents[p._id] = t
+            if p.dtype.kind not in "fc":
+                warnings.warn(f"ForwardAccumulator: a primal of dtype {p.dtype} cannot carry a "
+                              "tangent (only floating dtypes do); it is not watched, so what "
+                              "depends only on it has no JVP. Cast it to a floating dtype "
+                              "(tg.astype) before the accumulator if it should have one",
+                              stacklevel=_caller_level())
+                continue
+            if p._id in self._tangents:
+                raise ValueError(
+                    f"ForwardAccumulator: the {type(p).__name__} of shape {p.shape} (id "
+                    f"{p._id}) already has a tangent in this accumulator (it was given as a "
+                    "primal before, or an op in the block computed it); a tensor is watched "
+                    "once. If you meant both tangents, watch it once with their sum, as "
+                    "TensorFlow asks")
+            self._tangents[p._id] = _as_tangent(p, t)
 
     def jvp(self, primals, unconnected_gradients=UnconnectedGradients.NONE):
         """The tangent of each of ``primals`` (a Tensor or a structure of them), in their
@@ -137,6 +161,31 @@ class ForwardAccumulator:
         for o, t in zip(outs, outs_t):
             if t is not None:
                 tangents[o._id] = t
+
+
+def _as_tangent(p, t):
+    """The tangent ``t`` of the primal ``p`` as a Tensor of ``p``'s shape and dtype."""
+    t = t if isinstance(t, Tensor) else convert_to_tensor(
+        t, dtype=p.dtype if getattr(t, "dtype", None) is None else None)
+    if tuple(t.shape) != tuple(p.shape):
+        raise ValueError(f"ForwardAccumulator: a tangent of shape {tuple(t.shape)} for "
+                         f"a primal of shape {tuple(p.shape)}; they must match")
+    if t.dtype != p.dtype:
+        if t.dtype.kind == "c" and p.dtype.kind != "c":
+            raise TypeError(f"ForwardAccumulator: a complex tangent (dtype {t.dtype}) for a "
+                            f"real primal of dtype {p.dtype}; a real primal moves along real "
+                            "directions only: make the primal complex (tg.astype) or give a "
+                            "real tangent")
+        t = astype(t, p.dtype)
+    return t
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` of a warning that names the first frame outside this module."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _recorded_tangents(op, ins) -> list:
@@ -204,9 +253,16 @@ def jvp(f, primals, tangents):
 
     ``primals``, ``tangents``: tuples (or lists) of the same length of Tensors, arrays or
     floats, each tangent of its primal's shape. ``f`` returns a Tensor or a (nested) structure
-    of them; the tangent output has the same structure (zeros where unconnected).
+    of them; the tangent output has the same structure (zeros where unconnected). A Tensor
+    given at two positions is two arguments, each with its tangent, as in JAX. Integer and
+    boolean primals are skipped with a warning, as :class:`ForwardAccumulator` does.
     """
     ps, ts = _as_tensors(primals), _as_tensors(tangents)
+    seen = set()
+    for k, p in enumerate(ps):
+        if id(p) in seen:
+            ps[k] = Tensor(p._value)
+        seen.add(id(p))
     with ForwardAccumulator(ps, ts) as acc:
         out = f(*ps)
     return out, acc.jvp(out, unconnected_gradients=UnconnectedGradients.ZERO)
