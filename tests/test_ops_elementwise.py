@@ -190,3 +190,44 @@ def test_astype_copy_device_and_backend_dtypes():
         y = tg.astype(s, dtype)
         assert y._value.dtype == xs.int32 and y.dtype == np.int32
         np.testing.assert_array_equal(y.numpy(), [1, -2])
+
+
+@pytest.mark.parametrize("exponent", [0, 0.0, "tensor"])
+def test_the_derivatives_of_x_to_the_power_zero_are_zero_at_zero(exponent):
+    # d/dx x^0 = 0 everywhere (a^0 = 1), to second order, in reverse and forward mode, and
+    # d/db a^b = a^b log a is 0 at a = 0 (TensorFlow's choice); JAX gives these with an integer
+    # exponent 0 (for a float 0.0 its formula 0 * 0^-1 gives nan)
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    x0 = np.array([0.0, 1.5, -2.0])
+    f = jax.grad(lambda a: jax.numpy.sum(jax.numpy.power(a, 0)))
+    want1, want2 = np.asarray(f(x0)), np.asarray(jax.jacfwd(f)(x0))
+    x = tg.constant(x0)
+    b = tg.zeros(3) if exponent == "tensor" else exponent
+    with tg.GradientTape(persistent=True) as t2:
+        t2.watch(x)
+        with tg.GradientTape() as t1:
+            t1.watch(x)
+            y = tg.sum(tg.pow(x, b))
+        g = t1.gradient(y, x)
+        gi = [g[i] for i in range(3)]
+    np.testing.assert_array_equal(g.numpy(), want1)
+    for i in range(3):
+        h = t2.gradient(gi[i], x, unconnected_gradients="zero")
+        np.testing.assert_array_equal(h.numpy(), want2[i])
+    ones = tg.ones(3)
+    with tg.ForwardAccumulator(x, ones) as outer:
+        with tg.ForwardAccumulator(x, ones) as inner:
+            y = tg.pow(x, b)
+        j = inner.jvp(y)
+    np.testing.assert_array_equal(j.numpy(), want1)
+    np.testing.assert_array_equal(outer.jvp(j, unconnected_gradients="zero").numpy(),
+                                  np.diag(want2))
+    if exponent == "tensor":
+        with tg.GradientTape() as tape:
+            tape.watch(b)
+            y = tg.sum(tg.pow(x, b))
+        db = np.asarray(jax.grad(lambda e: jax.numpy.sum(jax.numpy.power(x0, e)))(np.zeros(3)))
+        got = tape.gradient(y, b).numpy()
+        np.testing.assert_array_equal(got[:2], db[:2])
+        assert got[2] == 0.0  # a < 0: TensorFlow's 0 where JAX's log(a) gives nan

@@ -133,7 +133,13 @@ _UNARY = [
 
 
 def _pow_d1(a, b, y, dy):
-    return dy * b * pow(a, b - 1.0)  # d(a^b)/da = b a^(b-1)
+    # d(a^b)/da = b a^(b-1), and 0 where b = 0 (a^0 = 1), also at a = 0 where the product is
+    # 0 * inf (JAX's rule for an integer 0): the exponent b - 1 becomes 0 there, so that the
+    # formula and its own derivatives stay finite
+    if not isinstance(b, Tensor):
+        return zeros_like(dy) if b == 0 else dy * b * pow(a, b - 1.0)
+    zero = b == 0
+    return dy * b * pow(a, where(zero, ones_like(b), b) - 1.0)
 
 
 def _pow_d2(a, b, y, dy):
