@@ -343,6 +343,65 @@ def test_scipy_special_on_a_traced_tensor_warns_and_explains():
     np.testing.assert_allclose(h.numpy(), -(0.5 * np.log(0.5) + 0.25 * np.log(0.25)))
 
 
+def test_leaving_for_numpy_warns_for_accumulators_variables_and_dlpack_too():
+    x = tg.constant([0.5, 0.25])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with tg.ForwardAccumulator(x, tg.constant([1.0, 1.0])) as acc:
+            y = tg.asarray(np.exp(x))
+    assert acc.jvp(y) is None
+    (leak,) = [w for w in caught if issubclass(w.category, TapeLeakWarning)]
+    assert "that a ForwardAccumulator gives a tangent was converted to a NumPy array" in str(
+        leak.message)
+    assert "carries no JVP" in str(leak.message) and leak.filename == __file__
+    v = tg.Variable([1.0, 2.0])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with tg.GradientTape() as tape:
+            loss = tg.sum(tg.asarray(np.square(v)))  # no op read v: it was never watched
+    assert tape.gradient(loss, v) is None
+    (leak,) = [w for w in caught if issubclass(w.category, TapeLeakWarning)]
+    assert "a Variable of shape (2,) that a recording GradientTape traces" in str(leak.message)
+    assert "tg.custom_gradient" in str(leak.message)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            np.from_dlpack(x)
+    (leak,) = [w for w in caught if issubclass(w.category, TapeLeakWarning)]
+    assert "was exported through DLPack (__dlpack__) at" in str(leak.message)
+
+
+def test_a_conversion_inside_an_installed_library_is_reported_at_each_line_that_called_it():
+    # SciPy's array-API path converts with np.asarray inside SciPy: the warning names the
+    # user's line (so that each call site warns once) and SciPy's
+    pytest.importorskip("scipy")
+    from test_array_api_consumers import run_with_array_api
+
+    run_with_array_api("""
+        import warnings
+        import numpy as np
+        import tapegrad as tg
+        from scipy.special import entr
+
+        x = tg.constant([0.5, 0.25])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("default")
+            with tg.GradientTape(persistent=True) as tape:
+                tape.watch(x)
+                a = tg.sum(entr(x))
+                b = tg.sum(entr(x * 2.0))
+        assert tape.gradient(a, x) is None and tape.gradient(b, x) is None
+        leaks = [w for w in caught if issubclass(w.category, tg.errors.TapeLeakWarning)]
+        assert len(leaks) == 2, [str(w.message) for w in leaks]
+        assert {w.filename for w in leaks} == {"<string>"}, [w.filename for w in leaks]
+        assert len({w.lineno for w in leaks}) == 2  # the two lines that called entr
+        for w in leaks:
+            assert "(inside " in str(w.message) and "scipy" in str(w.message), str(w.message)
+        print("ok")
+    """)
+
+
 # --- the namespace ----------------------------------------------------------------------------
 def test_version_and_no_stray_names():
     assert isinstance(tg.__version__, str) and tg.__version__[0].isdigit()

@@ -43,7 +43,8 @@ class Tensor:
     return Tensors; any other NumPy function (``np.sin``, ``np.sum``) computes eagerly on the
     value and returns a NumPy array that no tape sees, as TensorFlow's tensors do; use
     ``tg.sin``, ``tg.sum`` for a differentiable result. Converting a Tensor that a recording
-    tape traces to NumPy warns (:class:`~tapegrad.errors.TapeLeakWarning`).
+    tape traces (or that a forward accumulator gives a tangent) to NumPy warns
+    (:class:`~tapegrad.errors.TapeLeakWarning`).
     """
 
     __slots__ = ("_value", "_id", "__weakref__")
@@ -109,8 +110,11 @@ class Tensor:
     def __array__(self, dtype=None, copy=None):
         """NumPy's conversion (``np.asarray(t)``: read-only; ``np.array(t)``: a copy).
 
-        Warns once per call site when a recording tape traces this tensor: the NumPy result
-        carries no gradient.
+        Warns (``TapeLeakWarning``) once per call site in the user's code when a recording
+        tape traces this tensor (a trainable Variable: when the tape watches accessed
+        variables) or a ``ForwardAccumulator`` gives it a tangent: the NumPy result carries no
+        gradient and no JVP. A conversion inside a library (SciPy) is reported at the user's
+        line that called the library, naming the library's line too.
         """
         if _conversion_hook is not None:
             _conversion_hook(self)
