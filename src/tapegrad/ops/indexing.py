@@ -65,6 +65,9 @@ def _as_key(key):
 
 @primitive("GetItem", samples=_KEY_SAMPLES)
 def _getitem(x, *, key):
+    if type(x) is np.ndarray:  # a NumPy constant indexed by another backend's array (a tracer)
+        xp = _ns(*[k for k in (key if type(key) is tuple else (key,)) if hasattr(k, "shape")])
+        x = x if xp is np else xp.asarray(x)
     if _clamps(x):
         _check_bounds(x, key)
     try:
@@ -277,7 +280,7 @@ def take_along_axis(x, indices, /, *, axis=-1):
     (repeated indices accumulate).
     """
     idx = _key_part(indices)
-    xp = _ns(x._value if isinstance(x, Tensor) else x)
+    xp = _ns(x._value if isinstance(x, Tensor) else x, idx)
     idx = xp.asarray(idx)
     ndim = len(x.shape)
     if idx.ndim != ndim:
