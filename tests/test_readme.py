@@ -1,0 +1,57 @@
+"""Every ``python`` code block of README.md runs as pasted, alone, in a fresh interpreter.
+
+A block followed by a paragraph that starts with "raises" must raise, and the first line of the
+``text`` block after it must be the first line of the error it raises. Blocks run in a
+temporary directory (some write files). Blocks that need an optional dependency (JAX for
+``tg.function``, safetensors for checkpoints) are skipped without it. The quickstart's
+primitive has a NumPy forward, as a user's first primitive often does, so the blocks run on
+NumPy only.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tapegrad as tg
+
+pytestmark = pytest.mark.skipif(
+    tg._backend.default_namespace().__name__ != "numpy",
+    reason="a pasted block runs on the default backend, NumPy: the NumPy run checks them")
+README = Path(__file__).resolve().parent.parent / "README.md"
+_BLOCK = re.compile(r"```python\n(.*?)```\n(.*?)(?=```python|\Z)", re.S)
+_NEEDS = {"tg.function": "jax", "tf.function": "jax", "tg.train.": "safetensors"}
+
+
+def _blocks():
+    found = []
+    for k, (code, after) in enumerate(_BLOCK.findall(README.read_text())):
+        raises = None
+        if after.lstrip().startswith("raises"):
+            raises = re.search(r"```text\n(.*?)\n", after).group(1)
+        line = README.read_text()[:README.read_text().index(code)].count("\n") + 1
+        found.append(pytest.param(code, raises, id=f"line{line}"))
+    return found
+
+
+def test_the_readme_has_its_blocks():
+    assert len(_blocks()) >= 11
+
+
+@pytest.mark.parametrize("code, raises", _blocks())
+def test_readme_block_runs_as_pasted(code, raises, tmp_path):
+    for marker, module in _NEEDS.items():
+        if marker in code:
+            pytest.importorskip(module)
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300)
+    if raises is None:
+        assert run.returncode == 0, run.stderr[-3000:]
+    else:
+        assert run.returncode != 0, "the README says this block raises; it ran"
+        last_lines = run.stderr.strip().splitlines()
+        first = next(k for k, ln in enumerate(last_lines) if ln.startswith(raises.split(":")[0]))
+        assert last_lines[first].split(" (")[0] == raises.split(" (")[0], run.stderr[-3000:]
