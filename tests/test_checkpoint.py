@@ -12,6 +12,9 @@ from tapegrad import _backend
 from tapegrad.errors import CheckpointError
 
 safetensors_numpy = pytest.importorskip("safetensors.numpy")
+from safetensors import SafetensorError  # noqa: E402
+
+_FULL = "Error while serializing: I/O error: No space left on device (os error 28)"
 
 
 class Dense:
@@ -273,7 +276,7 @@ def _fail_mid_write(monkeypatch):
         real(tensors, filename, metadata=metadata)
         with open(filename, "r+b") as f:
             f.truncate(os.path.getsize(filename) // 2)
-        raise OSError(28, "No space left on device")
+        raise SafetensorError(_FULL)  # what safetensors 0.8 raised on a full tmpfs
 
     monkeypatch.setattr(safetensors_numpy, "save_file", half)
 
@@ -285,8 +288,10 @@ def test_a_failed_write_leaves_the_previous_checkpoint_at_that_path(tmp_path, mo
     before = sorted(os.listdir(tmp_path))
     w.assign([5.0, 6.0])
     _fail_mid_write(monkeypatch)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(OSError, match="No space left on device: saving the checkpoint "
+                       f"'{tmp_path / 'c'}' failed") as error:
         ckpt.write(tmp_path / "c")
+    assert error.value.errno == 28
     monkeypatch.undo()
     assert sorted(os.listdir(tmp_path)) == before  # no temporary file left
     ckpt.restore(tmp_path / "c")
@@ -412,3 +417,91 @@ def test_variables_holding_jax_arrays_after_a_compiled_step_are_saved(tmp_path):
     assert int(opt2.iterations) == 2
     tg.train.Checkpoint(w=w, opt=opt).restore(path)  # into the JAX-valued Variables too
     np.testing.assert_array_equal(w.numpy(), expected)
+
+
+def test_complex128_variables_round_trip(tmp_path):
+    made = np.array([[1 + 2j, -3.5j], [0.25, 1e-300 - 1e300j]])  # safetensors lacks complex128
+    v = tg.Variable(made)
+    tg.train.Checkpoint(v=v).write(tmp_path / "c")
+    v.assign(np.zeros((2, 2), np.complex128))
+    tg.train.Checkpoint(v=v).restore(tmp_path / "c")
+    assert v.dtype == np.complex128
+    np.testing.assert_array_equal(v.numpy(), made)
+
+
+def test_a_read_only_directory_is_an_oserror_naming_the_checkpoint(tmp_path, monkeypatch):
+    def read_only(tensors, filename, metadata=None):
+        raise SafetensorError("Error while serializing: I/O error: Read-only file system "
+                              "(os error 30)")
+
+    monkeypatch.setattr(safetensors_numpy, "save_file", read_only)
+    with pytest.raises(OSError, match=f"Read-only file system: saving the checkpoint "
+                                      f"'{tmp_path / 'c'}' failed") as error:
+        tg.train.Checkpoint(w=tg.Variable([1.0])).write(tmp_path / "c")
+    assert error.value.errno == 30
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_full_disk_is_an_oserror_naming_the_checkpoint(tmp_path):
+    """A real full disk: a 1 MiB tmpfs (needs root and mount; skipped otherwise)."""
+    import subprocess
+
+    disk = tmp_path / "small"
+    disk.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs",
+                                            str(disk)], capture_output=True).returncode:
+        pytest.skip("mounting a small tmpfs needs root")
+    try:
+        w = tg.Variable(np.zeros(10_000))
+        ckpt = tg.train.Checkpoint(w=w)
+        ckpt.write(disk / "c")
+        before = sorted(os.listdir(disk))
+        w.assign(np.ones(10_000))
+        big = tg.train.Checkpoint(w=w, more=tg.Variable(np.zeros(200_000)))
+        with pytest.raises(OSError, match=f"No space left on device: saving the checkpoint "
+                                          f"'{disk / 'c'}' failed"):
+            big.write(disk / "c")
+        assert sorted(os.listdir(disk)) == before
+        ckpt.restore(disk / "c")
+        np.testing.assert_array_equal(w.numpy(), np.zeros(10_000))
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+_SAVE_FOREVER = """
+import sys
+import numpy as np
+import tapegrad as tg
+ckpt = tg.train.Checkpoint(w=tg.Variable(np.ones(4_000_000)))
+manager = tg.train.CheckpointManager(ckpt, sys.argv[1], max_to_keep=2)
+print("ready", flush=True)
+while True:
+    manager.save()
+"""
+
+
+def test_a_manager_removes_what_killed_saves_left(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    rng = np.random.default_rng(0)
+    leftovers = set()
+    for _ in range(6):  # kill -9 a process saving 32 MB checkpoints at a random moment
+        p = subprocess.Popen([sys.executable, "-c", _SAVE_FOREVER, str(tmp_path)],
+                             stdout=subprocess.PIPE, text=True)
+        assert p.stdout.readline() == "ready\n"
+        time.sleep(rng.uniform(0.05, 0.6))
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+        p.stdout.close()
+        leftovers |= {n for n in os.listdir(tmp_path) if ".tmp" in n}
+    assert leftovers, "no kill landed inside a save: nothing was tested"
+    manager = tg.train.CheckpointManager(tg.train.Checkpoint(w=tg.Variable(np.zeros(4_000_000))),
+                                         tmp_path, max_to_keep=2)
+    names = set(os.listdir(tmp_path))
+    assert not {n for n in names if ".tmp" in n}
+    complete = {os.path.basename(p) for p in manager.checkpoints}
+    indexed = {json.loads((tmp_path / (c + ".index.json")).read_text())["data"] for c in complete}
+    assert names == {"checkpoint"} | {c + ".index.json" for c in complete} | indexed

@@ -6,7 +6,14 @@ each array its name, shape, dtype and CRC-32) and the data file it names,
 ``path.data-<id>.safetensors`` (the arrays in the safetensors format: no pickle, readable by
 other tools). The index is the commit point: a save writes the data file, then the index to a
 temporary file, fsyncs both and renames the index into place last, so a crash or an error
-mid-save leaves the previous checkpoint at that path (and every other one) intact.
+mid-save leaves the previous checkpoint at that path (and every other one) intact. The data
+file is written in a staging directory ``path.tmp-<8 hex>`` (safetensors writes its own
+temporary file beside its target); what a killed save leaves (that directory, a temporary
+index, a data file no index names) is removed by the next save of ``path`` and by a
+``CheckpointManager`` started on the directory. Write errors (a full disk, a read-only
+directory) are ``OSError`` exceptions that name the path. complex128 arrays, which
+safetensors lacks, are stored as float64 pairs in a last axis of 2 (the same bytes) and
+restored as complex128.
 
 What is saved is found by walking the objects given to :class:`Checkpoint` (it knows no model
 or optimizer class): see :class:`Checkpoint`.
@@ -17,6 +24,7 @@ import functools
 import json
 import os
 import re
+import shutil
 import tempfile
 import types
 import uuid
@@ -183,7 +191,7 @@ def _write_text_atomic(path, text):
 def _data_files(path) -> list:
     """The data files in ``path``'s directory that belong to the checkpoint ``path``."""
     directory, base = os.path.split(os.path.abspath(path))
-    pattern = re.compile(re.escape(base) + r"\.data-[0-9a-f]{32}\.safetensors(\..*\.tmp)?")
+    pattern = re.compile(re.escape(base) + r"\.data-[0-9a-f]{32}\.safetensors")
     try:
         names = os.listdir(directory)
     except FileNotFoundError:
@@ -191,22 +199,82 @@ def _data_files(path) -> list:
     return [os.path.join(directory, n) for n in names if pattern.fullmatch(n)]
 
 
+def _remove_leftovers(directory, checkpoints):
+    """Delete what saves of the checkpoints whose file names match the regular expression
+    ``checkpoints`` left behind when they were killed: their staging directories
+    (``<ckpt>.tmp-<8 hex>``, holding safetensors' own temporary file), temporary indexes
+    (``<ckpt>.index.json.<random>.tmp``), data files that no index names, and temporary
+    state files (``checkpoint.<random>.tmp``). One process saves into a directory at a time
+    (as in TensorFlow): another's save in progress would be taken for leftovers."""
+    staging = re.compile(rf"({checkpoints})\.tmp-[0-9a-f]{{8}}")
+    temporary = re.compile(rf"(({checkpoints}){re.escape(INDEX_SUFFIX)}|"
+                           rf"{re.escape(STATE_FILE)})\..+\.tmp")
+    data = re.compile(rf"({checkpoints})\.data-[0-9a-f]{{32}}\.safetensors")
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return
+    for name in names:
+        full = os.path.join(directory, name)
+        if staging.fullmatch(name):
+            shutil.rmtree(full, ignore_errors=True)
+        elif temporary.fullmatch(name):
+            os.unlink(full)
+        elif data.fullmatch(name) and name != _indexed_data(full.split(".data-")[0]):
+            os.unlink(full)
+
+
+def _indexed_data(path):
+    """The data file name the index of checkpoint ``path`` names, or ``None``."""
+    try:
+        with open(path + INDEX_SUFFIX, encoding="utf-8") as f:
+            return json.load(f).get("data")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _stored(a: np.ndarray) -> np.ndarray:
+    """``a`` as safetensors stores it: complex128 (which it lacks) as float64 pairs in a last
+    axis of 2, the same bytes; every other dtype as is."""
+    return a.view(np.float64).reshape(*a.shape, 2) if a.dtype == np.complex128 else a
+
+
+def _save_file(arrays, target, metadata):
+    """safetensors' ``save_file``, its errors as ``OSError`` naming ``target``: it writes a
+    temporary file beside ``target``, then renames it."""
+    st = _safetensors()
+    try:
+        st.numpy.save_file(arrays, target, metadata=metadata)
+    except st.SafetensorError as exc:
+        code = re.search(r"os error (\d+)", str(exc))
+        if code is None:
+            raise
+        errno = int(code.group(1))
+        raise OSError(errno, f"{os.strerror(errno)}: saving the checkpoint "
+                             f"{target.split('.tmp-')[0]!r} failed (safetensors: {exc}); "
+                             "nothing was changed there", target) from exc
+
+
 def _write(path, graph: _Graph):
     """Write ``graph``'s Variables as the checkpoint ``path`` (atomically, see the module)."""
-    save_file = _safetensors().numpy.save_file
     path = os.path.abspath(path)
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
+    _remove_leftovers(directory, re.escape(os.path.basename(path)))
     save_id = uuid.uuid4().hex
     arrays = {name: _to_numpy(variable) for name, variable in graph.variables.items()}
     data = f"{os.path.basename(path)}.data-{save_id}.safetensors"
-    tmp = os.path.join(directory, f"{data}.{uuid.uuid4().hex[:8]}.tmp")
+    staging = os.path.join(directory, f"{os.path.basename(path)}.tmp-{save_id[:8]}")
+    tmp = os.path.join(staging, data)
     try:
+        os.mkdir(staging)
         with _checksums() as pool:
-            crcs = [pool.submit(zlib.crc32, a) for a in arrays.values()]
-            save_file(arrays, tmp, metadata={"format": FORMAT, "id": save_id})
+            stored = {name: _stored(a) for name, a in arrays.items()}
+            crcs = [pool.submit(zlib.crc32, a) for a in stored.values()]
+            _save_file(stored, tmp, metadata={"format": FORMAT, "id": save_id})
             _fsync_file(tmp)
             os.replace(tmp, os.path.join(directory, data))
+            os.rmdir(staging)
             _fsync_dir(directory)
         records = []
         for (name, a), crc in zip(arrays.items(), crcs):
@@ -220,9 +288,9 @@ def _write(path, graph: _Graph):
                  "tensors": records}
         _write_text_atomic(path + INDEX_SUFFIX, json.dumps(index, indent=1))  # the commit
     except BaseException:
-        for leftover in (tmp, os.path.join(directory, data)):
-            if os.path.exists(leftover):
-                os.unlink(leftover)
+        shutil.rmtree(staging, ignore_errors=True)
+        if os.path.exists(os.path.join(directory, data)):
+            os.unlink(os.path.join(directory, data))
         raise
     _fsync_dir(directory)
     for old in _data_files(path):  # the data of the checkpoint this one replaced, leftovers
@@ -284,6 +352,9 @@ def _read(path):
     if set(arrays) != set(records):
         raise _damaged(path, f"the data file {data_path!r} holds other arrays than the index "
                              f"lists: {_names(set(arrays) ^ set(records))}")
+    for name, a in arrays.items():
+        if records[name]["dtype"] == np.complex128 and a.dtype == np.float64 and a.shape[-1:] == (2,):
+            arrays[name] = np.ascontiguousarray(a).view(np.complex128).reshape(a.shape[:-1])
     bad = [name for name, a in arrays.items()
            if a.shape != records[name]["shape"] or a.dtype != records[name]["dtype"]
            or crcs[name] != records[name]["crc32"]]
@@ -555,6 +626,9 @@ class CheckpointManager:
             or ``None`` to keep all.
         checkpoint_name: the file prefix, ``"ckpt"``: checkpoints are ``directory/ckpt-<n>``.
 
+    Starting a manager removes what killed saves of ``checkpoint_name`` checkpoints left in the
+    directory (see the module); one process saves into a directory at a time.
+
     Raises ``TypeError`` if ``checkpoint`` is not a Checkpoint, ``ValueError`` for a bad
     ``max_to_keep``.
     """
@@ -573,6 +647,7 @@ class CheckpointManager:
         self._max_to_keep = max_to_keep
         self._prefix = os.path.join(self._directory, checkpoint_name)
         os.makedirs(self._directory, exist_ok=True)
+        _remove_leftovers(self._directory, re.escape(checkpoint_name) + r"-\d+")
         mine = re.compile(re.escape(checkpoint_name) + r"-\d+")
         self._checkpoints = [os.path.join(self._directory, p)
                              for p in _read_state(self._directory)["all"]
