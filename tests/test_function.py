@@ -593,3 +593,88 @@ def test_set_synchronous_execution_takes_a_bool_or_none():
     with pytest.raises(TypeError, match=r"set_synchronous_execution: expected True, False or "
                                         r"None, got 'yes'"):
         tg.config.experimental.set_synchronous_execution("yes")
+
+
+def _long_body(v):
+    def body(x):
+        for _ in range(300):  # a trace long enough for the other thread to run meanwhile
+            x = tg.sin(x * v)
+        return tg.sum(x)
+    return body
+
+
+def test_tracing_leaves_other_threads_variables_alone():
+    import threading
+
+    w = tg.Variable(np.linspace(-1.0, 1.0, 100))
+    opt = tg.optimizers.SGD(0.01)
+    errors, steps, stop = [], [], threading.Event()
+
+    def eager_training():
+        try:
+            while not stop.is_set():
+                with tg.GradientTape() as tape:
+                    loss = tg.sum(w)
+                opt.apply_gradients([(tape.gradient(loss, w), w)])
+                steps.append(1)
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(repr(e))
+
+    thread = threading.Thread(target=eager_training)
+    thread.start()
+    try:
+        for k in range(6):
+            v = tg.Variable(np.full(50, 0.5 + k))
+            got = tg.function(_long_body(v))(tg.constant(np.ones(50)))
+            np.testing.assert_allclose(float(got), float(_long_body(v)(tg.constant(np.ones(50)))))
+    finally:
+        stop.set()
+        thread.join()
+    assert errors == []
+    assert len(steps) > 0
+    # w = w - 0.01 at every step: the eager thread saw only its own values
+    np.testing.assert_allclose(w.numpy(), np.linspace(-1.0, 1.0, 100) - 0.01 * len(steps),
+                               atol=1e-9)
+
+
+def test_concurrent_first_calls_trace_once_and_all_get_the_result():
+    import threading
+
+    for _ in range(3):
+        f = tg.function(_long_body(tg.Variable(np.full(8, 0.7))))
+        results, errors = [], []
+
+        def call():
+            try:
+                results.append(float(f(tg.constant(np.ones(8)))))
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=call) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert f.experimental_get_tracing_count() == 1
+        expected = float(tg.function(_long_body(tg.constant(np.full(8, 0.7))))(
+            tg.constant(np.ones(8))))
+        np.testing.assert_allclose(results, [expected] * 4)
+
+
+def test_a_variable_bound_in_one_thread_keeps_its_value_in_another():
+    import threading
+
+    from tapegrad._tensor import bind_variables
+
+    v = tg.Variable([1.0, 2.0])
+    seen = []
+    with bind_variables([(v, np.array([5.0, 6.0]))]) as scope:
+        v.assign([7.0, 8.0])
+        thread = threading.Thread(target=lambda: seen.append(v.numpy().copy()))
+        thread.start()
+        thread.join()
+        np.testing.assert_array_equal(v.numpy(), [7.0, 8.0])
+    np.testing.assert_array_equal(seen[0], [1.0, 2.0])
+    np.testing.assert_array_equal(v.numpy(), [1.0, 2.0])
+    np.testing.assert_array_equal(scope.values[v._id], [7.0, 8.0])

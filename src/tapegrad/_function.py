@@ -30,6 +30,7 @@ import functools
 import os
 import re
 import sys
+import threading
 import types
 import warnings
 
@@ -38,7 +39,7 @@ import numpy as np
 from . import _backend, _records, _registry, config
 from ._records import record_outputs
 from ._tape import GradientTape, UnconnectedGradients
-from ._tensor import Tensor, Variable, _wrap, live_variables
+from ._tensor import Tensor, Variable, _wrap, bind_variables, visible_variables
 from .errors import NumericsError, describe_fn
 
 __all__ = ["function", "Function", "TensorSpec"]
@@ -138,6 +139,7 @@ class Function:
         self._retrace = set()
         self._traces = 0
         self._warned = False
+        self._lock = threading.RLock()
 
     def experimental_get_tracing_count(self) -> int:
         """The number of signatures traced so far (one per signature)."""
@@ -166,17 +168,21 @@ class Function:
             return self._func(*args, **kwargs)  # called while another is traced: inline
         program = self._programs.get(key)
         if program is None:
-            retrace = key in self._retrace  # after a first call that created Variables
-            program = _Program(self, treedef, leaves, first=self._traces == 0 and not retrace)
-            self._traces += not retrace
-            if program.created and not retrace:  # run it once, trace again with them
-                self._retrace.add(key)
-                return program.run(leaves)
-            self._retrace.discard(key)
-            self._programs[key] = program
-            by_shapes = None if kwargs else _shapes_key(args)
-            if by_shapes is not None:
-                self._by_shapes[by_shapes] = program
+            with self._lock:  # concurrent first calls: one thread traces, the others wait
+                program = self._programs.get(key)
+                if program is None:
+                    retrace = key in self._retrace  # after a first call that created Variables
+                    program = _Program(self, treedef, leaves,
+                                       first=self._traces == 0 and not retrace)
+                    self._traces += not retrace
+                    if program.created and not retrace:  # run it once, trace again with them
+                        self._retrace.add(key)
+                        return program.run(leaves)
+                    self._retrace.discard(key)
+                    self._programs[key] = program
+                    by_shapes = None if kwargs else _shapes_key(args)
+                    if by_shapes is not None:
+                        self._by_shapes[by_shapes] = program
         return program.run(leaves)
 
     def _compiles(self) -> bool:
@@ -259,35 +265,30 @@ class _Program:
                         if (isinstance(x, Tensor) and not isinstance(x, Variable)) or _is_array(x)]
         dyn = set(self.dynamic)  # the static leaves, kept to rebuild the arguments (no arrays)
         self.template = [None if k in dyn else x for k, x in enumerate(leaves)]
-        live = live_variables()
         # a Variable left holding a tracer (made by an earlier trace that failed) is neither
         # an input nor created by this trace
-        candidates = [v for v in live if not isinstance(v._value, jax.core.Tracer)]
-        known = {id(v) for v in live}
+        candidates = [v for v in visible_variables()
+                      if not isinstance(v._value, jax.core.Tracer)]
         info = {}
 
         def pure(var_vals, dyn_vals):
-            saved = [v._value for v in candidates]
-            try:
-                for v, val in zip(candidates, var_vals):
-                    v._value = val
+            # the Variables read the traced values in this thread only: other threads' eager
+            # steps go on with the real ones
+            with bind_variables(zip(candidates, var_vals)) as scope:
                 args, kwargs = self._arguments([Tensor(v) for v in dyn_vals])
                 with config.trace_scope():
                     out = self.func(*args, **kwargs)
                 out_leaves, out_tree = jax.tree_util.tree_flatten(out)
                 tensors = [k for k, o in enumerate(out_leaves) if isinstance(o, Tensor)]
                 changed = [k for k, (v, val) in enumerate(zip(candidates, var_vals))
-                           if v._value is not val]
-                created = [v for v in live_variables() if id(v) not in known]
+                           if scope.values[v._id] is not val]
+                created = scope.created
                 info.update(out_leaves=out_leaves, out_tree=out_tree, tensors=tensors,
                             changed=changed, created=created)
                 as_jax = jax.numpy.asarray  # values of another backend: via NumPy
                 return ([as_jax(_host(out_leaves[k]._value)) for k in tensors],
                         [as_jax(_host(candidates[k]._value)) for k in changed],
                         [as_jax(_host(v._value)) for v in created])
-            finally:
-                for v, s in zip(candidates, saved):
-                    v._value = s
 
         var_avals = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in candidates]
         dyn_avals = [jax.ShapeDtypeStruct(tuple(leaves[k].shape),
@@ -384,16 +385,10 @@ class _Program:
         n_dyn = len(self.dynamic)
 
         def replay(*tensors):
-            saved = [v._value for v in variables]
-            try:
-                for v, t in zip(variables, tensors[n_dyn:]):
-                    v._value = t._value
+            with bind_variables([(v, t._value) for v, t in zip(variables, tensors[n_dyn:])]):
                 args, kwargs = self._arguments(tensors[:n_dyn])
                 out_leaves = _jax().tree_util.tree_leaves(self.func(*args, **kwargs))
                 return [o for o in out_leaves if isinstance(o, Tensor)]
-            finally:
-                for v, s in zip(variables, saved):
-                    v._value = s
 
         replay.__name__ = self.name
         replay.variables = variables

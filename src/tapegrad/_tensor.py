@@ -11,6 +11,7 @@ holds it.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import sys
 import threading
@@ -28,6 +29,15 @@ _conversion_hook = None  # set by _records: warns when a traced tensor leaves fo
 _API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")
 _variables = weakref.WeakValueDictionary()  # id -> every live Variable (tg.function lifts them)
 name_scopes = threading.local()  # .prefix: Variable names' prefix, set by tapegrad.module.name_scope
+
+
+class _Binding(threading.local):
+    values = None  # {Variable id: value} read and assigned in this thread instead of the real ones
+    created = None  # the Variables this thread created while ``values`` was set
+
+
+_binding = _Binding()
+_UNBOUND = object()
 
 
 class Tensor:
@@ -51,8 +61,8 @@ class Tensor:
     __hash__ = None  # == is elementwise, as in TensorFlow 2 and NumPy
 
     def __init__(self, value):
-        self._value = value
         self._id = next(_ids)
+        self._value = value
 
     # --- array facts -------------------------------------------------------------------------
     @property
@@ -186,6 +196,9 @@ def _short(t) -> str:
     return np.array2string(t.numpy(), threshold=20, edgeitems=3, separator=", ").replace("\n", "")
 
 
+_SLOT = Tensor.__dict__["_value"]  # a Tensor's own storage; a Variable's _value looks at bindings
+
+
 class Variable(Tensor):
     """A mutable tensor: model parameters and optimizer state.
 
@@ -207,6 +220,23 @@ class Variable(Tensor):
     __slots__ = ("trainable", "name")
     _default_float = None  # a subclass may set float32 (tapegrad.compat.tensorflow does)
 
+    def _get_value(self):
+        bound = _binding.values
+        if bound is not None:
+            value = bound.get(self._id, _UNBOUND)
+            if value is not _UNBOUND:
+                return value
+        return _SLOT.__get__(self)
+
+    def _set_value(self, value):
+        bound = _binding.values
+        if bound is not None and self._id in bound:
+            bound[self._id] = value
+        else:
+            _SLOT.__set__(self, value)
+
+    _value = property(_get_value, _set_value)
+
     def __init__(self, initial_value, trainable: bool = True, name: str | None = None, dtype=None):
         value = initial_value._value if isinstance(initial_value, Tensor) else initial_value
         dtype = _float_default(value, dtype, self._default_float)
@@ -216,6 +246,8 @@ class Variable(Tensor):
         self.name = getattr(name_scopes, "prefix", "") + (
             name if name is not None else f"Variable:{self._id}")
         _variables[self._id] = self
+        if _binding.created is not None:
+            _binding.created.append(self)
 
     def assign(self, value):
         """Set the value; ``value`` must have this Variable's shape. Returns the Variable.
@@ -396,6 +428,48 @@ def convert_to_tensor(value, dtype=None, *, default_float=None) -> Tensor:
 def live_variables() -> list:
     """Every Variable that is still referenced, in no particular order."""
     return list(_variables.values())
+
+
+def visible_variables() -> list:
+    """The Variables this thread works on: inside :func:`bind_variables`, those bound and those
+    created in the block; otherwise every live Variable."""
+    if _binding.values is None:
+        return live_variables()
+    return [v for i in _binding.values if (v := _variables.get(i)) is not None] + list(
+        _binding.created)
+
+
+class _Scope:
+    """What :func:`bind_variables` yields: ``values`` ({Variable id: its value in the block})
+    and ``created`` (the Variables created in the block, in order)."""
+
+    def __init__(self, values, created):
+        self.values, self.created = values, created
+
+
+@contextlib.contextmanager
+def bind_variables(pairs):
+    """Within the block and in this thread only, each Variable of ``pairs`` (``(Variable,
+    value)``) reads ``value`` and its assignments change only that binding; other threads see
+    the real values throughout. Yields a :class:`_Scope`. Blocks nest (an inner binding
+    shadows an outer one). tg.function traces inside one, so it never changes what another
+    thread's Variables hold."""
+    outer_values, outer_created = _binding.values, _binding.created
+    values = dict(outer_values) if outer_values is not None else {}
+    mine = {v._id: value for v, value in pairs}
+    values.update(mine)
+    scope = _Scope(values, [])
+    _binding.values, _binding.created = values, scope.created
+    try:
+        yield scope
+    finally:
+        _binding.values, _binding.created = outer_values, outer_created
+        if outer_created is not None:
+            outer_created.extend(scope.created)
+        if outer_values is not None:  # assignments to outer bindings stay visible outside
+            for i in outer_values:
+                if i not in mine:
+                    outer_values[i] = values[i]
 
 
 def _raw(a):

@@ -37,7 +37,7 @@ import numpy as np
 from . import _backend, _records, config
 from ._pytree import show, tree_flatten, tree_unflatten
 from ._tape import GradientTape, UnconnectedGradients
-from ._tensor import Tensor, Variable, convert_to_tensor, live_variables
+from ._tensor import Tensor, Variable, convert_to_tensor, visible_variables
 from ._tensor import _ids as _tensor_ids
 from .errors import describe_fn
 from .forward import ForwardAccumulator
@@ -210,7 +210,7 @@ def _isolated(fn, tensors, observer=None):
     the Variables it assigns put back; returns ``(outputs, the Variables it assigned)``."""
     state = _records._state
     saved_tapes = state.tapes
-    live = live_variables()
+    live = visible_variables()
     before = [v._value for v in live]
     state.tapes = [observer] if observer is not None else []
     try:
