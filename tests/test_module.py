@@ -80,3 +80,14 @@ def test_module_and_name_scope_errors():
         tg.Module(name="a b")
     with pytest.raises(ValueError, match="name for name_scope must be a string"):
         tg.name_scope(3)
+
+
+def test_a_dict_with_keys_of_several_types_is_walked_in_a_fixed_order():
+    class Mixed(tg.Module):
+        def __init__(self):
+            super().__init__()
+            self.d = {"b": tg.Variable([2.0]), 1: tg.Variable([1.0]), "a": tg.Variable([3.0])}
+
+    m = Mixed()
+    assert [p for p, _ in m.named_variables()] == ["d/1", "d/a", "d/b"]  # int before str
+    assert [float(v[0]) for v in m.trainable_variables] == [1.0, 3.0, 2.0]

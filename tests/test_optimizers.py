@@ -219,3 +219,18 @@ def test_sgd_updates_an_unshared_array_in_place_and_never_one_a_tape_record_hold
     opt.apply_gradients([(tg.constant(np.ones(3)), v)])
     np.testing.assert_allclose(v.numpy(), 0.0)
     np.testing.assert_allclose(tape.gradient(y, v).numpy(), 1.0)  # 2 * 0.5, as recorded
+
+
+def test_a_learning_rate_callable_of_no_arguments_is_called_each_step():
+    rates = iter([0.5, 0.25])
+    v = tg.Variable([1.0])
+    opt = optimizers.SGD(lambda: next(rates))  # Keras 3's third form of learning_rate
+    opt.apply_gradients([(tg.constant([1.0]), v)])
+    opt.apply_gradients([(tg.constant([1.0]), v)])
+    np.testing.assert_allclose(v.numpy(), [1.0 - 0.5 - 0.25])
+
+
+def test_a_schedule_class_instead_of_an_instance_is_named():
+    with pytest.raises(TypeError, match="learning_rate is the class ExponentialDecay, not a "
+                                        r"schedule; pass an instance: ExponentialDecay\("):
+        optimizers.Adam(optimizers.schedules.ExponentialDecay)

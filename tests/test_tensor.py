@@ -261,3 +261,12 @@ def test_assign_sub_in_place_only_when_nothing_else_holds_the_array():
     v.assign_add(np.full(3, 10.0))  # the tape recorded the old value: it must still see it
     np.testing.assert_allclose(tape.gradient(y, v).numpy(), [1.0, 1.0, 1.0])
     np.testing.assert_allclose(v.numpy(), [10.0, 10.0, 10.0])
+
+
+def test_compat_keras_names_what_it_has_instead_of_layers():
+    import tapegrad.compat.tensorflow as tf
+
+    assert isinstance(tf.keras.optimizers.AdamW(0.1), tg.optimizers.Optimizer)
+    with pytest.raises(AttributeError, match="has no tf.keras.layers: only tf.keras.optimizers "
+                                             "is here.*write a layer as a tg.Module"):
+        tf.keras.layers.Dense(3)

@@ -153,6 +153,7 @@ def test_grad_respects_a_custom_surrogate_gradient():
     (lambda x: x * 2.0, r"scalar-output functions; f returned an output of shape \(3,\)"),
     (lambda x: (tg.sum(x), x), "f must return a scalar, but it returned a tuple of length 2"),
     (lambda x: tg.astype(tg.sum(x), tg.int64), "real floating scalar; it returned dtype int64"),
+    (lambda x: None, r"f returned None; it must return the scalar to differentiate \(a missing "),
 ])
 def test_grad_needs_a_scalar_floating_output(out, message):
     with pytest.raises(TypeError, match=message):

@@ -61,10 +61,19 @@ class name_scope:  # noqa: N801 - TensorFlow's name
         return False
 
 
+def _ordered(keys):
+    """Dict keys in sorted order; keys of different types (``{1: ..., "a": ...}``), which do
+    not compare, by type name first."""
+    try:
+        return sorted(keys)
+    except TypeError:
+        return sorted(keys, key=lambda k: (type(k).__name__, repr(k)))
+
+
 def _children(value, path):
     """``(path, leaf)`` pairs of a nested structure of dicts (sorted keys), lists and tuples."""
     if isinstance(value, dict):
-        for key in sorted(value):
+        for key in _ordered(value):
             yield from _children(value[key], path + (key,))
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):

@@ -121,6 +121,9 @@ def _scalar_output(name, out):
         raise TypeError(f"{name}: f must return a scalar, but it returned {_kind(out)}; "
                         "use has_aux=True to return (value, auxiliary data), or tg.jacrev for "
                         "several outputs")
+    if out is None:
+        raise TypeError(f"{name}: f returned None; it must return the scalar to differentiate "
+                        "(a missing `return`?)")
     out = convert_to_tensor(out)
     if out.shape != ():
         raise TypeError(f"{name}: gradients are only defined for scalar-output functions; f "

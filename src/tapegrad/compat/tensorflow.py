@@ -200,4 +200,15 @@ random = types.SimpleNamespace(
     get_global_generator=_tg.random.get_global_generator,
 )
 train = _tg.train  # Checkpoint, CheckpointManager, latest_checkpoint
-keras = types.SimpleNamespace(optimizers=optimizers)  # tf.keras.optimizers.AdamW, .schedules
+class _Keras(types.SimpleNamespace):
+    """``tf.keras`` as far as tapegrad has it: ``optimizers`` (with ``schedules``)."""
+
+    def __getattr__(self, name):
+        raise AttributeError(
+            f"tapegrad.compat.tensorflow has no tf.keras.{name}: only tf.keras.optimizers is "
+            "here. tapegrad has no Keras layers or models; write a layer as a tg.Module with "
+            "its Variables (tg.nn has the functions: dense math, conv2d, dropout, ...), see "
+            "the README's 'Models' section")
+
+
+keras = _Keras(optimizers=optimizers)  # tf.keras.optimizers.AdamW, .schedules

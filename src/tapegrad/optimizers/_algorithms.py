@@ -11,6 +11,7 @@ compiled training step updates it exactly as an eager one.
 """
 from __future__ import annotations
 
+import inspect
 import math
 import re
 import warnings
@@ -24,6 +25,19 @@ from .._tensor import Tensor, Variable, convert_to_tensor
 from . import schedules as _schedules
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Nadam", "Lion"]
+
+
+def _takes_no_step(fn) -> bool:
+    """True for a learning-rate callable of no arguments (Keras 3 takes one), False for a
+    schedule ``step -> rate``."""
+    if isinstance(fn, _schedules.LearningRateSchedule):
+        return False
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: a schedule, as before
+        return False
+    return not any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)
+                   for p in params)
 
 
 def _like(x, value):
@@ -59,7 +73,9 @@ class Optimizer:
             schedule ``step -> learning rate`` (e.g. a
             :class:`~tapegrad.optimizers.schedules.LearningRateSchedule`) called before each
             step with the current ``iterations`` as a 0-d float64 Tensor (as Keras 3 calls a
-            schedule with its step; a Tensor, so that it works in compiled functions too).
+            schedule with its step; a Tensor, so that it works in compiled functions too), or
+            a callable of no arguments returning the rate (Keras 3's third form). A schedule
+            class instead of an instance raises ``TypeError``.
         weight_decay: ``None`` or a float ``>= 0``: before each update every variable (except
             those excluded with :meth:`exclude_from_weight_decay`) is decayed as
             ``w -= w * weight_decay * lr``, decoupled from the gradient (Loshchilov & Hutter
@@ -163,6 +179,10 @@ class Optimizer:
     def learning_rate(self, value):
         owner = type(self).__name__
         current = self._learning_rate
+        if isinstance(value, type):
+            raise TypeError(f"{owner}: learning_rate is the class {value.__name__}, not a "
+                            f"schedule; pass an instance: {value.__name__}(initial_learning_rate, "
+                            "...)")
         if callable(value) and not isinstance(value, Tensor):
             if isinstance(current, Variable):
                 self._variables = [v for v in self._variables if v is not current]
@@ -188,8 +208,11 @@ class Optimizer:
         lr = self._learning_rate
         if isinstance(lr, Variable):
             return lr._value
-        step = self.iterations._value
-        lr = lr(Tensor(_ns(step).asarray(step, dtype=_ns(step).float64)))
+        if _takes_no_step(lr):  # Keras 3: a callable of no arguments returns the rate
+            lr = lr()
+        else:
+            step = self.iterations._value
+            lr = lr(Tensor(_ns(step).asarray(step, dtype=_ns(step).float64)))
         return lr._value if isinstance(lr, Tensor) else lr
 
     def exclude_from_weight_decay(self, var_list=None, var_names=None):
