@@ -389,3 +389,33 @@ def test_keyword_tensors_get_gradients():
     gx, gw = tape.gradient(y, [x, w])
     np.testing.assert_allclose(gx.numpy(), [3.0, 3.0])
     assert float(gw) == 3.0
+
+
+def test_a_method_with_a_custom_gradient_does_not_count_self_as_an_input():
+    class Scaled:
+        def __init__(self, k):
+            self.k = k
+
+        @tg.custom_gradient
+        def f(self, x):
+            return x * 2.0, lambda dy: dy * self.k  # a deliberate surrogate: k, not 2
+
+    x = tg.constant([1.0, 2.0])
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        y = tg.sum(Scaled(5.0).f(x))
+    np.testing.assert_array_equal(tape.gradient(y, x).numpy(), [5.0, 5.0])
+    assert Scaled.f(Scaled(1.0), x).shape == (2,)  # called on the class, self passed
+
+
+def test_a_python_number_returned_as_a_gradient_takes_its_inputs_dtype():
+    @tg.custom_gradient
+    def f(x):
+        return x * 1.0, lambda dy: 2.0
+
+    x = tg.constant(1.5, dtype=tg.float32)
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        y = f(x)
+    g = tape.gradient(y, x)
+    assert g.dtype == tg.float32 and float(g) == 2.0

@@ -678,3 +678,10 @@ def test_a_variable_bound_in_one_thread_keeps_its_value_in_another():
     np.testing.assert_array_equal(seen[0], [1.0, 2.0])
     np.testing.assert_array_equal(v.numpy(), [1.0, 2.0])
     np.testing.assert_array_equal(scope.values[v._id], [7.0, 8.0])
+
+
+def test_a_dtype_argument_is_static():
+    f = tg.function(lambda x, dtype: tg.astype(x, dtype))
+    assert int(f(tg.constant(1.5), tg.int32)) == 1
+    assert f(tg.constant(1.5), tg.float32).dtype == tg.float32
+    assert f.experimental_get_tracing_count() == 2  # one trace per dtype, as per Python value

@@ -203,12 +203,42 @@ def test_cast_through_integer_cuts_the_gradient():
     np.testing.assert_allclose(tape.gradient(y, x).numpy(), [1.0, 2.0])
 
 
-def test_integer_target_is_an_error():
+def test_integer_targets_and_sources_have_none_gradients_as_in_tensorflow():
     x = tg.Variable(1.0)
-    with tg.GradientTape() as tape:
+    with tg.GradientTape(persistent=True) as tape:
         y = tg.astype(x, tg.int32)
-    with pytest.raises(TypeError, match="only floating targets have gradients"):
-        tape.gradient(y, x)
+        z = x * 3.0
+    with pytest.warns(UserWarning, match="a target of dtype int32 has no gradient .* its "
+                                         "gradients are None, as in TensorFlow"):
+        assert tape.gradient(y, x) is None
+    with pytest.warns(UserWarning, match="target of dtype int32"):
+        assert float(tape.gradient([y, z], x)) == 3.0  # the floating target alone
+    with pytest.warns(UserWarning, match="target of dtype int32"):
+        assert float(tape.gradient(y, x, unconnected_gradients="zero")) == 0.0
+    n = tg.constant(3)
+    with pytest.warns(UserWarning, match="cannot carry a gradient"):
+        with tg.GradientTape() as tape:
+            tape.watch(n)
+            w = tg.astype(n, tg.float64) * x
+    assert tape.gradient(w, n) is None
+
+
+def test_watched_variables_are_in_creation_order():
+    a, b = tg.Variable(1.0, name="a"), tg.Variable(2.0, name="b")
+    with tg.GradientTape() as tape:
+        tape.watch(b)
+        y = b * a
+    assert [v.name for v in tape.watched_variables()] == ["a", "b"]
+
+
+def test_tensorflows_error_types_for_misuse():
+    tape = tg.GradientTape()
+    with tape:
+        with pytest.raises(ValueError, match="already recording; do not re-enter it"):
+            tape.__enter__()
+        with pytest.raises(ValueError, match="expected a Tensor or Variable, got ndarray; "
+                                             "convert it with tg.constant first"):
+            tape.watch(np.ones(2))
 
 
 def test_source_must_be_tensor():

@@ -270,3 +270,43 @@ def test_compat_keras_names_what_it_has_instead_of_layers():
     with pytest.raises(AttributeError, match="has no tf.keras.layers: only tf.keras.optimizers "
                                              "is here.*write a layer as a tg.Module"):
         tf.keras.layers.Dense(3)
+
+
+def test_compat_tensorflow_names_of_issue_18():
+    import tapegrad.compat.tensorflow as tf
+
+    np.testing.assert_array_equal(tf.constant(1.5, shape=[2, 2]).numpy(), np.full((2, 2), 1.5))
+    assert tf.constant([1.0, 2.0], shape=(2, 1)).shape == (2, 1)
+    with pytest.raises(TypeError, match=r"value has 2 element\(s\) but shape \[3\] needs 3"):
+        tf.constant([1.0, 2.0], shape=[3])
+    v = tf.Variable(2.0)
+    assert float(v.value()) == 2.0 and v.value() is not v
+    np.testing.assert_array_equal(tf.get_static_value(tf.constant([1, 2])), [1, 2])
+    x = tf.constant([-1.0, 0.5])
+    np.testing.assert_allclose(tf.nn.swish(x).numpy(), x.numpy() / (1 + np.exp(-x.numpy())),
+                               rtol=1e-6)
+    assert tf.complex64 == np.complex64 and tf.complex128 == np.complex128
+    assert tf.autodiff.ForwardAccumulator is tg.ForwardAccumulator
+    assert tf.autodiff.GradientTape is tg.GradientTape
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = tf.reduce_sum(tf.grad_pass_through(tf.round)(x) * 2.0)
+    np.testing.assert_array_equal(tape.gradient(y, x).numpy(), [2.0, 2.0])
+    # a Variable converted twice is two reads, each with its own gradient (TF's
+    # gradients_function of f(v, v) = v * v gives [v, v] = [1, 1] at v = 1)
+    w = tf.Variable(1.0)
+    with tf.GradientTape() as tape:
+        a, b = tf.convert_to_tensor(w), tf.convert_to_tensor(w)
+        tape.watch([a, b])
+        y = a * b
+    assert [float(g) for g in tape.gradient(y, [a, b])] == [1.0, 1.0]
+    assert float(tf.reduce_sum(tf.ones((2, 3)), axis=tf.constant(1))[0]) == 3.0
+
+
+def test_get_static_value_is_none_while_tracing():
+    pytest.importorskip("jax")
+    import tapegrad.compat.tensorflow as tf
+
+    seen = []
+    tf.function(lambda x: seen.append(tf.get_static_value(x)) or x * 2.0)(tf.constant(1.0))
+    assert seen[0] is None

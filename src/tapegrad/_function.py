@@ -223,8 +223,10 @@ def _shapes_key(args):
 
 
 def _is_array(x) -> bool:
+    """An array or array scalar (not a Tensor, not a dtype such as ``tg.int32``, which is a
+    class with the array methods)."""
     return isinstance(x, (np.ndarray, np.generic)) or (
-        not isinstance(x, Tensor) and hasattr(x, "__array_namespace__"))
+        not isinstance(x, (Tensor, type)) and hasattr(x, "__array_namespace__"))
 
 
 def _leaf_key(x, name):

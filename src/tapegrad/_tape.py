@@ -72,7 +72,8 @@ class GradientTape:
     # --- context -------------------------------------------------------------------------------
     def __enter__(self):
         if self in _state.tapes:
-            raise RuntimeError("this GradientTape is already recording; do not re-enter it")
+            raise ValueError("this GradientTape is already recording; do not re-enter it "
+                             "(TensorFlow raises ValueError too)")
         self._entered = True
         _live_tapes.add(self)
         self._push()
@@ -144,13 +145,13 @@ class GradientTape:
     def watch(self, tensor):
         """Trace ``tensor`` (a Tensor, Variable, or a list/tuple/dict of them).
 
-        Non-floating tensors are not watched (with a warning). Raises ``TypeError`` for a value
-        that is not a Tensor.
+        Non-floating tensors are not watched (with a warning). Raises ``ValueError`` for a value
+        that is not a Tensor (a NumPy array: TensorFlow's error type).
         """
         for t in _flatten(tensor):
             if not isinstance(t, Tensor):
-                raise TypeError(f"GradientTape.watch: expected a Tensor or Variable, got "
-                                f"{type(t).__name__}; convert it with tg.constant first")
+                raise ValueError(f"GradientTape.watch: expected a Tensor or Variable, got "
+                                 f"{type(t).__name__}; convert it with tg.constant first")
             if not _is_float(t):
                 warnings.warn(f"GradientTape.watch: a tensor of dtype {t.dtype} cannot carry a "
                               "gradient (only floating dtypes do); it is not watched",
@@ -167,8 +168,9 @@ class GradientTape:
             self._watched.add(v._id)
 
     def watched_variables(self) -> tuple:
-        """The Variables this tape watched, in the order they were first watched or read."""
-        return tuple(self._variables.values())
+        """The Variables this tape watched or read, in the order they were created (as
+        TensorFlow orders them)."""
+        return tuple(sorted(self._variables.values(), key=lambda v: v._id))
 
     # --- gradients -------------------------------------------------------------------------------
     def gradient(self, target, sources, output_gradients=None,
@@ -184,17 +186,17 @@ class GradientTape:
                 for sources not connected to the target; ``ZERO`` gives zeros.
 
         Returns gradients in the structure of ``sources``, each with its source's shape and dtype.
-        Raises ``RuntimeError`` on a second call to a non-persistent tape or on a tape that was
-        never entered (``with``), ``TypeError`` for a non-floating target or a source that is
-        not a Tensor.
+        As in TensorFlow, a non-floating (integer, boolean) target or source has no gradient:
+        ``None`` (zeros with ``ZERO``), with a warning for a target. Raises ``RuntimeError`` on
+        a second call to a non-persistent tape or on a tape that was never entered (``with``),
+        ``TypeError`` for a target or source that is not a Tensor.
         """
         self._check_usable("gradient")
         if not self._persistent and self in _state.tapes:
             self._pop()  # TensorFlow: a non-persistent tape stops recording once it is used
         self.logs = {}
         unconnected = UnconnectedGradients(unconnected_gradients)
-        targets = _flatten(target)
-        cots = _cotangents(targets, output_gradients)
+        targets, cots = _cotangents(_flatten(target), output_gradients)
         flat_sources = _flatten(sources)
         for s in flat_sources:
             if not isinstance(s, Tensor):
@@ -569,30 +571,38 @@ def _accumulate(grads, key, g):
 
 
 def _cotangents(targets, output_gradients):
+    """``(targets, cotangents)``: the floating targets and theirs. A non-floating target has
+    no gradient: it is left out with a warning, so that alone it gives ``None`` gradients
+    (TensorFlow's semantics)."""
     for t in targets:
         if not isinstance(t, Tensor):
             raise TypeError(f"GradientTape.gradient: target must be a Tensor, got "
                             f"{type(t).__name__}")
-        if not _is_float(t):
-            raise TypeError(
-                f"GradientTape.gradient: the target has dtype {t.dtype}; only floating targets "
-                "have gradients. Cast it with tg.astype(target, tg.float64) before the op that "
-                "made it integer, or differentiate a floating quantity")
     if output_gradients is None:
-        return [ops.ones_like(t) for t in targets]
-    cots = _flatten(output_gradients)
-    if len(cots) != len(targets):
-        raise ValueError(f"GradientTape.gradient: {len(cots)} output_gradients for "
-                         f"{len(targets)} targets; give one per target")
-    out = []
+        cots = [None] * len(targets)
+    else:
+        cots = _flatten(output_gradients)
+        if len(cots) != len(targets):
+            raise ValueError(f"GradientTape.gradient: {len(cots)} output_gradients for "
+                             f"{len(targets)} targets; give one per target")
+    kept, out = [], []
     for t, c in zip(targets, cots):
-        c = c if isinstance(c, Tensor) else Tensor(_backend.asarray(
-            c, dtype=t.dtype, xp=_backend.namespace(t._value)))
+        if not _is_float(t):
+            warnings.warn(f"GradientTape.gradient: a target of dtype {t.dtype} has no gradient "
+                          "(only floating targets do); its gradients are None, as in "
+                          "TensorFlow. Cast it with tg.astype before the op that made it "
+                          "integer to differentiate it", stacklevel=3)
+            continue
+        if c is None:
+            c = ops.ones_like(t)
+        elif not isinstance(c, Tensor):
+            c = Tensor(_backend.asarray(c, dtype=t.dtype, xp=_backend.namespace(t._value)))
         if c.shape != t.shape:
             raise ValueError(f"GradientTape.gradient: output_gradients of shape {c.shape} for "
                              f"a target of shape {t.shape}; they must match")
+        kept.append(t)
         out.append(c)
-    return out
+    return kept, out
 
 
 _NESTED = (list, tuple, dict)

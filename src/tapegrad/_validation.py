@@ -112,7 +112,9 @@ def _as_tensor(op, k, x, g, fn):
         raise GradientTypeError(
             f"the gradient function {describe_fn(fn)} of op type {op.type!r} returned a "
             f"{type(g).__name__} for {_input_label(op, k)}; return a Tensor (or None)")
-    g = Tensor(_backend.asarray(g, xp=_backend.namespace(x._value)))
+    python = isinstance(g, (int, float)) and not isinstance(g, bool)
+    dtype = x._value.dtype if python else None  # a Python number takes its input's dtype (TF)
+    g = Tensor(_backend.asarray(g, dtype=dtype, xp=_backend.namespace(x._value)))
     for obs in _state.tapes:
         if obs._observer:
             obs.observe(_CONVERSION, (g,), {}, (g,))

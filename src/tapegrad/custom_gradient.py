@@ -108,8 +108,9 @@ def custom_gradient(f=None, *, surrogate=False):
     op_type = f"CustomGradient:{getattr(f, '__name__', 'f')}"
     params = _positional_params(f)
 
-    @functools.wraps(f)
-    def decorated(*args, **kwargs):
+    def call(bound, *args, **kwargs):
+        """``f(*bound, *args, **kwargs)`` with its custom gradient; ``bound`` is ``(self,)`` for
+        a method (not an input) or ``()``."""
         state = _records._state
         saved = state.tapes
         watcher = _VariableWatcher()
@@ -117,7 +118,7 @@ def custom_gradient(f=None, *, surrogate=False):
         # the op's tangent comes from its custom gradient
         state.tapes = [watcher, *[t for t in saved if t._observer and not t._differentiates]]
         try:
-            result = f(*args, **kwargs)
+            result = f(*bound, *args, **kwargs)
         finally:
             state.tapes = saved
         if not (isinstance(result, tuple) and len(result) == 2 and callable(result[1])):
@@ -141,17 +142,42 @@ def custom_gradient(f=None, *, surrogate=False):
             n = len(args)
 
             def replay(*xs):
-                return decorated(*xs[:n], **{**kwargs, **dict(zip(kw_names, xs[n:]))})
+                return call(bound, *xs[:n], **{**kwargs, **dict(zip(kw_names, xs[n:]))})
 
-            names = (*params[:n], *[f"args[{i}]" for i in range(len(params), n)], *kw_names)
+            own = params[len(bound):]
+            names = (*own[:n], *[f"args[{i}]" for i in range(len(own), n)], *kw_names)
             grad = _grad_adapter(grad_fn, variables)
             info = _CustomDef(op_type, names, len(inputs), variables, grad, replay, surrogate, f)
             _records.record_outputs(info, (*inputs, *variables), {}, outs)
         return rebuild(outs)
 
-    decorated.surrogate = surrogate
-    decorated._custom_gradient = True  # found by `python -m tapegrad check` and tg.test.samples
-    return decorated
+    return _CustomGradientFunction(f, call, surrogate)
+
+
+class _CustomGradientFunction:
+    """What :func:`custom_gradient` returns: called like ``f``; as a method, the instance is
+    bound to ``self`` and is not an input of the op (TensorFlow's decorator does the same)."""
+
+    _custom_gradient = True  # found by `python -m tapegrad check` and tg.test.samples
+
+    def __init__(self, f, call, surrogate):
+        functools.update_wrapper(self, f)
+        self._call = call
+        self.surrogate = surrogate
+
+    def __call__(self, *args, **kwargs):
+        return self._call((), *args, **kwargs)
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        bound = functools.partial(self._call, (obj,))
+        functools.update_wrapper(bound, self.__wrapped__)
+        bound.surrogate = self.surrogate
+        return bound
+
+    def __repr__(self):
+        return f"<tg.custom_gradient {describe_fn(self.__wrapped__)}>"
 
 
 def _outputs(y, args):

@@ -36,10 +36,54 @@ from tapegrad import bool as bool  # noqa: A004, F401
 
 # --- creation, with TensorFlow's float32 default ---------------------------------------------
 _f32 = _tg.float32
-constant = functools.partial(_tg.constant, default_float=_f32)
-convert_to_tensor = functools.partial(_tg.convert_to_tensor, default_float=_f32)
-Variable = type("Variable", (_tg.Variable,), {"__slots__": (), "_default_float": _f32,
-                                              "__module__": __name__})
+complex64, complex128 = _tg.complex64, _tg.complex128
+int8, int16, uint8 = _tg.int8, _tg.int16, _tg.uint8
+
+
+def constant(value, dtype=None, shape=None, name=None):
+    """``tf.constant``: a Tensor of ``value`` (float32 for Python floats). With ``shape``, a
+    scalar ``value`` fills that shape and any other is reshaped to it (it must have as many
+    elements). Raises ``TypeError`` when the element counts differ, as TensorFlow does."""
+    out = _tg.constant(value, dtype, default_float=_f32)
+    if shape is None:
+        return out
+    shape = tuple(int(d) for d in shape)
+    if out.ndim == 0:
+        return _tg.broadcast_to(out, shape)
+    size = functools.reduce(lambda a, b: a * b, shape, 1)
+    if out.size != size:
+        raise TypeError(f"tf.constant: value has {out.size} element(s) but shape {list(shape)} "
+                        f"needs {size}; give a scalar to fill the shape, or a value with "
+                        f"{size} elements")
+    return _tg.reshape(out, shape)
+
+
+def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None):
+    """``tf.convert_to_tensor``: a Tensor of ``value``; a Variable gives a fresh read of it (a
+    Tensor of its own, recorded by tapes, as TensorFlow's ``read_value``), so two conversions
+    of one Variable are two tensors with their own gradients."""
+    if isinstance(value, _tg.Variable):
+        read = value.read_value()
+        return read if dtype is None else _tg.astype(read, dtype)
+    return _tg.convert_to_tensor(value, dtype if dtype is not None else dtype_hint,
+                                 default_float=_f32)
+
+
+def get_static_value(tensor, partial=False):
+    """``tf.get_static_value``: the value as a NumPy array, or ``None`` inside a
+    ``tf.function`` trace (where it is not known yet)."""
+    if _tg.config.tracing():
+        return None
+    return convert_to_tensor(tensor).numpy()
+
+
+Variable = type("Variable", (_tg.Variable,), {
+    "__slots__": (), "_default_float": _f32, "__module__": __name__,
+    "value": _tg.Variable.read_value,  # TensorFlow's name for a read of the current value
+})
+autodiff = types.SimpleNamespace(GradientTape=GradientTape,
+                                 ForwardAccumulator=_tg.ForwardAccumulator)
+grad_pass_through = _tg.straight_through
 zeros = functools.partial(_tg.zeros, dtype=_f32)
 ones = functools.partial(_tg.ones, dtype=_f32)
 eye = functools.partial(_tg.eye, dtype=_f32)
