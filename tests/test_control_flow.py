@@ -414,6 +414,14 @@ def test_a_predicate_that_is_not_a_scalar_bool_is_refused(compiled):
         f(tg.constant(W0))
 
 
+@pytest.mark.parametrize("pred", [True, np.bool_(False), 2, 0], ids=str)
+def test_lax_cond_takes_bool_and_integer_predicates_on_every_backend(pred):
+    # a bool Tensor compared with 0 is an error on array_api_strict: the predicate is used as is
+    x = tg.constant(W0)
+    got = tg.lax.cond(tg.constant(pred), lambda v: v * 2, lambda v: v - 1, x)
+    np.testing.assert_allclose(got.numpy(), W0 * 2 if pred else W0 - 1)
+
+
 @_NOT_ON_STRICT
 def test_a_closure_rebound_before_the_gradient_is_refused_not_silently_wrong():
     def f(w):

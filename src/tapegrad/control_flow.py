@@ -980,11 +980,28 @@ def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True,
 
 
 # --- linear solves with implicit gradients -----------------------------------------------------
-def _reads(fn, arg):
-    """The floating Tensors made before ``fn(arg)`` runs that its ops read (its parameters)."""
-    observer = _Captures()
-    _isolated(lambda ts: fn(arg), [], observer)
-    return [c for c in observer.found.values() if _floating(c)]
+def _reads(fn, like):
+    """``(parameters, structure, specs)`` of ``fn`` applied to a pytree of Tensors shaped like
+    ``like``: the floating Tensors made before the call that its ops read (not its argument:
+    it runs on copies), and its result's structure and ``(shape, dtype)`` per leaf. Compiled,
+    ``fn`` is traced alone (``jax.eval_shape``), so the program gets no dead copy of it (nor of
+    a host callback in it); eagerly it runs once."""
+    leaves, structure = tree_flatten(like)
+    leaves = [_tensor(x) for x in leaves]
+    result = {}
+
+    def flat(ts):
+        out, result["s"] = tree_flatten(fn(tree_unflatten(structure, ts)))
+        return [_tensor(a) for a in out]
+
+    if _compiled(leaves):
+        found = _discover(flat, [_spec(t) for t in leaves])
+        captures, specs = found.captures, found.outs
+    else:
+        observer = _Captures()
+        outs, _ = _isolated(lambda ts: flat([Tensor(t._value) for t in leaves]), [], observer)
+        captures, specs = list(observer.found.values()), [_spec(o) for o in outs]
+    return [c for c in captures if _floating(c)], result["s"], specs
 
 
 def _transpose(matvec, like):

@@ -12,13 +12,16 @@ import builtins
 
 import numpy as np
 
+from . import _records
 from . import control_flow as _cf
+from ._pytree import show as _show
 from ._pytree import tree_flatten, tree_unflatten
 from ._tensor import Tensor
 from .custom_gradient import custom_gradient
 from .ops import arange, astype, where, zeros_like
 
-__all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "map", "custom_linear_solve"]
+__all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "map", "custom_linear_solve",
+           "custom_root"]
 
 
 def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
@@ -93,9 +96,10 @@ def cond(pred, true_fun, false_fun, *operands):
         raise TypeError(f"tg.lax.cond: the predicate must be a scalar, got shape "
                         f"{tuple(p.shape)}")
     _cf._check_callables("tg.lax.cond", [true_fun, false_fun], ["true_fun", "false_fun"])
-    index = astype(p != 0, np.int32)
+    true = p if _cf._spec(p)[1] == np.dtype(bool) else p != 0  # strict backends: no bool != 0
+    index = astype(true, np.int32)
     if not _cf._compiled([index, *tree_flatten(operands)[0]]):
-        return (true_fun if bool(p != 0) else false_fun)(*operands)
+        return (true_fun if bool(true) else false_fun)(*operands)
     return _cf._switch("tg.lax.cond", index, [false_fun, true_fun], operands,
                        ["false_fun", "true_fun"])
 
@@ -136,7 +140,7 @@ def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
         b: a pytree of floating Tensors (the right-hand side).
         solve: ``solve(matvec, b) -> x`` (or ``(x, aux)`` with ``has_aux``).
         transpose_solve: ``transpose_solve(vecmat, b) -> x`` solving the transposed system;
-            not needed when ``symmetric``.
+            when ``symmetric`` it defaults to ``solve`` (as JAX's).
         symmetric: ``matvec`` is symmetric, so ``solve`` solves the transposed system too.
         has_aux: ``solve`` returns ``(x, aux)``; then ``(x, aux)`` is returned, ``aux``
             without gradient.
@@ -150,12 +154,26 @@ def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
     if transpose_solve is None and not symmetric:
         raise ValueError("tg.lax.custom_linear_solve: give transpose_solve, or symmetric=True "
                          "if matvec is symmetric; the gradient solves the transposed system")
-    leaves, structure = tree_flatten(b)
-    leaves = [_cf._tensor(x) for x in leaves]
+    if symmetric:
+        t_solve = solve if transpose_solve is None else transpose_solve
+        return _linear_solve(matvec, matvec, b, solve, t_solve, has_aux)
+    leaves, structure = _flat_tensors(b)
+    vecmat = _cf._transpose(matvec, tree_unflatten(structure, leaves))
+    return _linear_solve(matvec, vecmat, b, solve, transpose_solve, has_aux)
+
+
+def _flat_tensors(tree):
+    leaves, structure = tree_flatten(tree)
+    return [_cf._tensor(x) for x in leaves], structure
+
+
+def _linear_solve(matvec, vecmat, b, solve, transpose_solve, has_aux=False):
+    """``custom_linear_solve`` with the transposed operator ``vecmat`` given: the gradient's
+    solve is ``_linear_solve(vecmat, matvec, ...)``, so no order of differentiation transposes
+    a transpose."""
+    leaves, structure = _flat_tensors(b)
     n = len(leaves)
-    params = _cf._reads(matvec, tree_unflatten(structure, leaves))
-    vecmat = matvec if symmetric else _cf._transpose(matvec, tree_unflatten(structure, leaves))
-    t_solve = solve if symmetric else transpose_solve
+    params = _cf._reads(matvec, tree_unflatten(structure, leaves))[0]
 
     aux_structure = {}
 
@@ -168,8 +186,8 @@ def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
 
         def grad_fn(*dys, variables=()):
             cts = [d if d is not None else zeros_like(x) for d, x in zip(dys, x_leaves)]
-            u = custom_linear_solve(vecmat, tree_unflatten(structure, cts), t_solve, solve,
-                                    symmetric)
+            u = _linear_solve(vecmat, matvec, tree_unflatten(structure, cts), transpose_solve,
+                              solve)
             u_leaves = tree_flatten(u)[0]
             sources = [*params, *variables]
             with _cf.GradientTape(watch_accessed_variables=False) as tape:
@@ -188,3 +206,108 @@ def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
     if not has_aux:
         return x
     return x, tree_unflatten(aux_structure["s"], list(outs[n:]))
+
+
+def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
+    """A root of ``f`` found by ``solve(f, initial_guess)``, differentiated implicitly
+    (``jax.lax.custom_root``): the solver's iterations are never differentiated.
+
+    Args:
+        f: a function of a pytree of Tensors shaped like ``initial_guess`` returning one of
+            the same structure, shapes and dtypes; the tensors and Variables it reads besides
+            its argument (closed over) are the parameters ``theta`` that receive gradients.
+        initial_guess: a pytree of floating Tensors (or arrays); it gets no gradient.
+        solve: ``solve(f, initial_guess) -> x`` with ``f(x) = 0`` (or ``(x, aux)`` with
+            ``has_aux``), e.g. Newton's method in a ``tg.lax.while_loop`` or ``fori_loop``.
+        tangent_solve: ``tangent_solve(g, y) -> z`` with ``g(z) = y`` for a linear function
+            ``g`` shaped like ``f``: ``lambda g, y: y / g(1.0)`` for a scalar, or a solve with
+            the Jacobian of ``g`` (``tg.jacfwd(g)``), or ``tg.linalg.gmres(g, y)[0]``.
+        has_aux: ``solve`` returns ``(x, aux)``; then ``(x, aux)`` is returned, ``aux``
+            without gradient.
+
+    Derivatives (the implicit function theorem: ``f(x*(theta), theta) = 0`` gives
+    ``dx* = -(df/dx)^{-1} (df/dtheta) dtheta`` at the root): forward mode solves
+    ``g(z) = (df/dtheta) dtheta`` with ``g = v -> (df/dx) v`` (the linearisation of ``f`` at
+    ``x*``, by a ``ForwardAccumulator``), as JAX's rule does; reverse mode solves the
+    transposed system ``g^T(u) = x_bar`` (``g^T`` by one reverse pass through ``f``), also with
+    ``tangent_solve``, and gives ``theta_bar = -(df/dtheta)^T u``. Both solves are
+    ``custom_linear_solve`` calls, so they are differentiated implicitly in turn (second
+    order, any mix of modes). ``tangent_solve`` must solve any linear system shaped like
+    ``f`` that it is given (``g`` or ``g^T``); it need not be differentiable.
+
+    Raises ``TypeError`` when ``f`` or ``solve`` returns another structure, shape or dtype
+    than ``initial_guess`` (naming both).
+    """
+    where_ = "tg.lax.custom_root"
+    leaves, structure = _flat_tensors(initial_guess)
+    names = _cf._paths(structure, "initial_guess")
+    params, out_structure, specs = _cf._reads(f, tree_unflatten(structure, leaves))
+    _check_like(where_, "f", out_structure, specs, structure, leaves, names)
+
+    state = _records._state
+    saved = state.tapes
+    state.tapes = [t for t in saved if t._observer and not t._differentiates]
+    try:  # the iterations are not recorded: the root's derivatives are the rules below
+        result = solve(f, tree_unflatten(structure, list(leaves)))
+    finally:
+        state.tapes = saved
+    x, aux = result if has_aux else (result, None)
+    x_leaves, x_structure = _flat_tensors(x)
+    _check_like(where_, "solve", x_structure, [_cf._spec(a) for a in x_leaves], structure,
+                leaves, names)
+    xs = [Tensor(a._value) for a in x_leaves]  # fresh outputs
+
+    def f_flat(vs):
+        return [_cf._tensor(a) for a in tree_flatten(f(tree_unflatten(structure, vs)))[0]]
+
+    def g(v):  # v -> (df/dx) v at the root
+        with _cf.ForwardAccumulator(xs, tree_flatten(v)[0]) as acc:
+            y = f_flat(xs)
+        return tree_unflatten(structure, [acc.jvp(a, _cf._ZERO) for a in y])
+
+    def g_t(u):  # u -> (df/dx)^T u at the root
+        with _cf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(xs)
+            y = f_flat(xs)
+        return tree_unflatten(structure, tape.gradient(y, xs, output_gradients=tree_flatten(u)[0],
+                                                       unconnected_gradients=_cf._ZERO))
+
+    def grad(op, *dys):
+        cts = [d if d is not None else zeros_like(a) for d, a in zip(dys, xs)]
+        u = tree_flatten(_linear_solve(g_t, g, tree_unflatten(structure, cts), tangent_solve,
+                                       tangent_solve))[0]
+        with _cf.GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(params)
+            y = f_flat(xs)
+        gp = tape.gradient(y, params, output_gradients=[-w for w in u],
+                           unconnected_gradients=_cf._ZERO)
+        return [*([None] * len(leaves)), *gp]
+
+    def jvp(op, *ts):
+        tp = ts[len(leaves):]
+        wk = [k for k, t in enumerate(tp) if t is not None]
+        if not wk:
+            return (None,) * len(xs)
+        with _cf.ForwardAccumulator([params[k] for k in wk], [tp[k] for k in wk]) as acc:
+            y = f_flat(xs)
+        rhs = tree_unflatten(structure, [acc.jvp(a, _cf._ZERO) for a in y])
+        z = _linear_solve(g, g_t, rhs, tangent_solve, tangent_solve)
+        return tuple(-a for a in tree_flatten(z)[0])
+
+    _cf._record("CustomRoot", [*names, *[f"captured {_cf._describe_capture(c)}" for c in params]],
+                [*leaves, *params], xs, grad, jvp)
+    x = tree_unflatten(structure, xs)
+    return (x, aux) if has_aux else x
+
+
+def _check_like(where_, name, out_structure, specs, structure, leaves, names):
+    """``TypeError`` unless a result (its structure and ``(shape, dtype)`` per leaf) has
+    ``initial_guess``'s structure, shapes and dtypes."""
+    if out_structure != structure:
+        raise TypeError(f"{where_}: {name} returned {_show(out_structure)} but initial_guess "
+                        f"has the structure {_show(structure)}; return the same structure")
+    for got, want, path in zip(specs, leaves, names):
+        if got != _cf._spec(want):
+            raise TypeError(f"{where_}: {name} returned {path} with {_cf._describe(got)}, "
+                            f"but initial_guess has {_cf._describe(_cf._spec(want))}; "
+                            f"{name} must keep each leaf's shape and dtype")

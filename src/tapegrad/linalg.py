@@ -14,7 +14,7 @@ from .ops.linalg_ext import (cholesky, cross,
                              matrix_rank, outer, pinv, qr, slogdet, solve, svd, svdvals, trace,
                              vector_norm)
 from .ops.manipulation import matrix_transpose
-from .solvers import cg  # noqa: F401 - beside the standard extension, not in __all__
+from .solvers import cg, gmres  # noqa: F401 - beside the standard extension, not in __all__
 
 __all__ = ["cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "matmul",
            "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "outer", "pinv",

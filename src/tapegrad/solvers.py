@@ -1,7 +1,7 @@
-"""Iterative linear solvers with implicit gradients: ``cg`` (and the machinery for more), with
-current SciPy's arguments and ``(x, info)`` result, re-exported by ``tg.linalg``.
+"""Iterative linear solvers with implicit gradients: ``cg`` and ``gmres``, with current
+SciPy's arguments and ``(x, info)`` result, re-exported by ``tg.linalg``.
 
-The iteration is a ``tg.lax.while_loop`` (one XLA loop inside ``tg.function``, a Python loop
+Each iteration is ``tg.lax`` control flow (one XLA loop inside ``tg.function``, a Python loop
 eagerly) wrapped in ``tg.lax.custom_linear_solve``: the gradient is one more solve with the
 transposed operator (the adjoint method), never a differentiation through the iterations.
 """
@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import control_flow as _cf
 from ._tensor import Tensor, convert_to_tensor
-from .lax import custom_linear_solve, while_loop
-from .ops import astype, matmul, maximum, sqrt, sum as _sum, where, zeros_like
+from .lax import cond, custom_linear_solve, while_loop
+from .ops import (abs as _abs, arange, asarray, astype, expand_dims, eye, finfo, logical_not,
+                  matmul, matrix_transpose, maximum, minimum, ones, sqrt, sum as _sum, where,
+                  zeros_like)
+from .ops.linalg_ext import solve as _dense_solve
 
-__all__ = ["cg"]
+__all__ = ["cg", "gmres"]
+
+_SQRT2 = float(np.sqrt(2.0))
 
 
 def _operator(A, where_):
@@ -29,6 +35,10 @@ def _operator(A, where_):
 
 def _dot(u, v):
     return _sum(u * v)
+
+
+def _norm(u):
+    return sqrt(_dot(u, u))
 
 
 def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None):
@@ -50,8 +60,8 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     convergence and otherwise the number of iterations run (as SciPy). Gradients with respect
     to ``b`` and ``A``'s parameters are implicit (``tg.lax.custom_linear_solve`` with
     ``symmetric=True``): one CG solve with ``A`` again (Hestenes & Stiefel 1952 for the
-    iteration; the adjoint ``b_bar = A^{-1} x_bar``, ``A_bar = -b_bar x^T``). ``x0`` gets no
-    gradient. Raises ``ValueError`` for a non-square matrix or a callback.
+    iteration; the adjoint ``b_bar = A^{-1} x_bar``, ``A_bar = -b_bar x^T``), started from zeros.
+    ``x0`` gets no gradient. Raises ``ValueError`` for a non-square matrix or a callback.
     """
     if callback is not None:
         raise ValueError("tg.linalg.cg: callback is not supported; the iteration is one "
@@ -63,14 +73,15 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     limit = 10 * n if maxiter is None else int(maxiter)
     start = zeros_like(b) if x0 is None else astype(convert_to_tensor(x0), b.dtype)
 
-    def solve(op, rhs):
-        tol = maximum(rtol * sqrt(_dot(rhs, rhs)), atol)
+    def solve(op, rhs, start=start):
+        tol2 = maximum(rtol * rtol * _dot(rhs, rhs), atol * atol)  # squared norms compared
         r = rhs - op(start)
         z = precond(r)
         init = (start, r, z, _dot(r, z), convert_to_tensor(np.int32(0)))
 
-        def go(c):
-            return (sqrt(_dot(c[1], c[1])) > tol) & (c[4] < limit)
+        def go(c):  # without M, r.z is r.r: no second reduction per step (as JAX's cg)
+            rr = c[3] if M is None else _dot(c[1], c[1])
+            return (rr > tol2) & (c[4] < limit)
 
         def step(c):
             x, r, p, rz, k = c
@@ -83,7 +94,202 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
             return x, r, z + (rz_new / rz) * p, rz_new, k + 1
 
         x, r, _, _, k = while_loop(go, step, init)
-        info = where(sqrt(_dot(r, r)) > tol, k, 0)
+        info = where(_dot(r, r) > tol2, k, 0)
         return x, info
 
-    return custom_linear_solve(matvec, b, solve, symmetric=True, has_aux=True)
+    def adjoint_solve(op, rhs):  # from zeros, not x0: x0 guesses x, not the adjoint
+        return solve(op, rhs, zeros_like(rhs))
+
+    return custom_linear_solve(matvec, b, solve, adjoint_solve, symmetric=True, has_aux=True)
+
+
+def _vector(b, where_):
+    b = b if isinstance(b, Tensor) else convert_to_tensor(b)
+    if b.ndim != 1:
+        raise ValueError(f"{where_}: b must be a vector of shape (n,), got shape "
+                         f"{tuple(b.shape)}")
+    return b
+
+
+def _check_size(A, n, where_, name):
+    """A matrix given for ``A`` (or ``M``) must be ``n x n`` for ``n`` unknowns."""
+    if callable(A) and not isinstance(A, Tensor):
+        return
+    shape = tuple(A.shape) if hasattr(A, "shape") else np.shape(A)
+    if shape[0] != n:
+        raise ValueError(f"{where_}: {name} is {shape[0]} x {shape[1]} but b has {n} entries")
+
+
+def _transposed(M, like):
+    """The transpose of the operator ``M``: of a matrix directly, of a linear function by one
+    reverse pass through it."""
+    if callable(M) and not isinstance(M, Tensor):
+        return _cf._transpose(M, like)
+    mt = matrix_transpose(M if isinstance(M, Tensor) else convert_to_tensor(M))
+    return lambda v: matmul(mt, v)
+
+
+def _with_row(V, k, v):
+    """``V`` with row ``k`` (a 0-d int Tensor) replaced by ``v``: a new Tensor (compiled, XLA
+    updates the loop's buffer in place)."""
+    out = asarray(V, copy=True)
+    out[k] = v
+    return out
+
+
+def _gmres(op, pre, rhs, start, rtol, atol, m, limit):
+    """Restarted GMRES with left preconditioning: SciPy's iteration, its inner tolerance
+    control included; returns ``(x, info)``.
+
+    Every shape is fixed, so that the loops compile: the Krylov basis ``V`` is ``(m + 1, n)``
+    with zero rows not yet reached; the Givens rotations applied so far are accumulated in one
+    orthogonal ``(m + 1, m + 1)`` matrix ``Q`` (applying them all to a new Hessenberg column is
+    one product, and ``|beta Q[k+1, 0]|`` is the least-squares residual after step ``k``); the
+    triangular factor ``R`` is the identity in the columns not reached, so one ``(m, m)`` solve
+    gives ``y`` with zeros there."""
+    dtype = rhs.dtype
+    eps = float(finfo(dtype).eps)
+    rows = arange(m + 1)
+    cols = arange(m)
+    first = astype(rows == 0, dtype)
+    bnrm = _norm(rhs)
+    tol = maximum(rtol * bnrm, atol)
+    ptol = _norm(pre(rhs)) * minimum(tol / where(bnrm > 0, bnrm, 1.0), 1.0)
+    r = rhs - op(start)
+    zero = convert_to_tensor(np.int32(0))
+
+    def project(w, V, h):
+        """``w`` less its components along ``V``'s rows (classical Gram-Schmidt, two products);
+        their coefficients are added to ``h``."""
+        c = matmul(V, w)
+        return w - matmul(c, V), h + c
+
+    def arnoldi(s):
+        """Step ``k`` of the Arnoldi process, its Hessenberg column reduced to ``R``'s by the
+        rotations so far and a new one (SciPy's loop body)."""
+        V, Q, R, keep, k, beta, _, _ = s
+        ek, ek1 = astype(rows == k, dtype), astype(rows == k + 1, dtype)
+        w = pre(op(V[k]))
+        h0 = _norm(w)
+        w, h = project(w, V, zeros_like(first))
+        # once more where the first pass cancelled much, ||w|| < ||w_0|| / sqrt(2) (Daniel,
+        # Gragg, Kaufman & Stewart 1976; "twice is enough"), as SciPy's modified Gram-Schmidt
+        # is about as accurate as two classical passes
+        w, h = cond(_norm(w) * _SQRT2 < h0, lambda w, h: project(w, V, h),
+                    lambda w, h: (w, h), w, h)
+        h1 = _norm(w)
+        brk = h1 <= eps * h0  # an invariant subspace: the exact solution is in reach
+        V = _with_row(V, k + 1, where(brk, 0.0, w / where(brk, 1.0, h1)))
+        col = matmul(Q, h + ek1 * where(brk, 0.0, h1))
+        a, c = _dot(col, ek), _dot(col, ek1)
+        mag = sqrt(a * a + c * c)
+        dead = mag == 0  # a singular column: SciPy's pseudo-solve drops its component
+        mag = where(dead, 1.0, mag)
+        cs, sn = where(dead, 1.0, a / mag), where(dead, 0.0, c / mag)
+        qk, qk1 = matmul(ek, Q), matmul(ek1, Q)
+        Q = (Q + expand_dims(ek, axis=1) * (cs * qk + sn * qk1 - qk)
+             + expand_dims(ek1, axis=1) * (cs * qk1 - sn * qk - qk1))
+        R = where(cols == k, expand_dims(col + ek * (mag - a) - ek1 * c, axis=1), R)
+        keep = keep * (1.0 - ek * astype(dead, dtype))
+        presid = _abs(beta * _dot(matmul(ek1, Q), first))
+        return V, Q, R, keep, k + 1, beta, presid, brk
+
+    def cycle(state):
+        x, r, _, it, ptol, factor, _ = state
+        z = pre(r)
+        beta = _norm(z)
+        V = expand_dims(first, axis=1) * (z / where(beta > 0, beta, 1.0))
+        inner = (V, eye(m + 1, dtype=dtype), eye(m + 1, m, dtype=dtype),
+                 ones(m + 1, dtype=dtype), zero, beta, beta, convert_to_tensor(False))
+
+        def go(s):  # SciPy's inner loop runs at least once
+            k, presid, brk = s[4], s[6], s[7]
+            return (k == 0) | ((k < m) & (presid > ptol) & logical_not(brk))
+
+        V, Q, R, keep, k, _, presid, brk = while_loop(go, arnoldi, inner)
+        g = beta * matmul(Q, first) * keep * astype(rows < k, dtype)
+        x = x + matmul(_dense_solve(R[:m], g[:m]), V[:m])
+        r = rhs - op(x)
+        rn = _norm(r)
+        factor = where(presid <= ptol, maximum(0.25 * factor, eps), minimum(1.5 * factor, 1.0))
+        ptol = presid * minimum(tol / where(rn > 0, rn, 1.0), factor)
+        return x, r, rn, it + 1, ptol, factor, brk
+
+    def more(state):
+        return (state[2] > tol) & (state[3] < limit) & logical_not(state[6]) & (bnrm > 0)
+
+    init = (start, r, _norm(r), zero, ptol, ones((), dtype=dtype), convert_to_tensor(False))
+    x, _, rn, _, _, _, _ = while_loop(more, cycle, init)
+    done = (rn <= tol) | (bnrm == 0)
+    return where(bnrm > 0, x, 0.0), where(done, zero, convert_to_tensor(np.int32(limit)))
+
+
+def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=None,
+          callback=None, callback_type=None):
+    """Solve ``A x = b`` for a general (non-symmetric) ``A`` by restarted GMRES
+    (``scipy.sparse.linalg.gmres``'s arguments and result).
+
+    Args:
+        A: an ``(n, n)`` matrix (Tensor or array) or a function ``v -> A v`` of an ``(n,)``
+            Tensor; it may read tensors and Variables, which get gradients.
+        b: the ``(n,)`` real floating right-hand side; ``x`` has its dtype (float32 or
+            float64).
+        x0: the starting guess (default zeros).
+        rtol, atol: stop when ``||b - A x|| <= max(rtol * ||b||, atol)``.
+        restart: the Krylov dimension built between restarts (default ``min(20, n)``).
+        maxiter: at most this many restart cycles (default ``10 n``), as SciPy counts them.
+        M: a preconditioner approximating ``A^{-1}`` (a matrix or a function), applied on the
+            left as SciPy does: the inner loop minimises ``||M (b - A x)||``, the final test
+            is on ``b - A x``.
+        callback, callback_type: not supported (``ValueError``): a compiled loop cannot call
+            back per step.
+
+    Returns ``(x, info)``: ``x`` of ``b``'s shape and dtype, ``info`` a 0-d int32 Tensor, 0 on
+    convergence and otherwise ``maxiter`` (as SciPy, also when a breakdown stopped it
+    earlier). The iteration is SciPy's (Saad & Schultz 1986, "GMRES: a generalized minimal
+    residual algorithm for solving nonsymmetric linear systems"), its inner-loop tolerance
+    control included, with two passes of classical Gram-Schmidt instead of modified
+    Gram-Schmidt; it is a ``tg.lax.while_loop`` of restart cycles around a ``while_loop`` of
+    Arnoldi steps on fixed-size arrays, so inside ``tg.function`` it is one XLA loop.
+
+    Gradients with respect to ``b`` and ``A``'s parameters are implicit
+    (``tg.lax.custom_linear_solve``): one GMRES solve with the transposed operator, ``A^T``
+    (a matrix's transpose, or one reverse pass through the function) preconditioned by
+    ``M^T``, from zeros; the adjoint ``b_bar = A^{-T} x_bar``, ``A_bar = -b_bar x^T``. They
+    are as accurate as that solve, so use a small ``rtol``. ``x0`` gets no gradient.
+
+    Raises ``ValueError`` for a callback, an unknown ``callback_type``, a ``b`` that is not a
+    vector, a non-square ``A`` or ``M``, or one whose size is not ``b``'s.
+    """
+    where_ = "tg.linalg.gmres"
+    if callback is not None:
+        raise ValueError(f"{where_}: callback is not supported; the iteration is one compiled "
+                         "loop. Run scipy.sparse.linalg.gmres eagerly to watch each step")
+    if callback_type not in (None, "x", "pr_norm", "legacy"):
+        raise ValueError(f"{where_}: unknown callback_type {callback_type!r} (SciPy's are "
+                         "'x', 'pr_norm' and 'legacy'; none is supported here)")
+    b = _vector(b, where_)
+    n = int(b.shape[0])
+    matvec = _operator(A, where_)
+    _check_size(A, n, where_, "A")
+    if M is None:
+        precond = precond_t = (lambda v: v)
+    else:
+        precond = _operator(M, f"{where_}: M")
+        _check_size(M, n, where_, "M")
+        precond_t = _transposed(M, b)
+    m = min(20 if restart is None else int(restart), n)
+    if m < 1:
+        raise ValueError(f"{where_}: restart must be at least 1, got {restart}")
+    limit = 10 * n if maxiter is None else int(maxiter)
+    start = zeros_like(b) if x0 is None else astype(convert_to_tensor(x0), b.dtype)
+    if tuple(start.shape) != (n,):
+        raise ValueError(f"{where_}: x0 has shape {tuple(start.shape)} but b has ({n},)")
+
+    def solve(op, rhs):
+        return _gmres(op, precond, rhs, start, rtol, atol, m, limit)
+
+    def transpose_solve(op, rhs):
+        return _gmres(op, precond_t, rhs, zeros_like(rhs), rtol, atol, m, limit)
+
+    return custom_linear_solve(matvec, b, solve, transpose_solve, has_aux=True)
