@@ -13,6 +13,7 @@ import difflib
 import functools
 import inspect
 import types
+import warnings
 
 import numpy as np
 
@@ -33,16 +34,17 @@ class OpDef:
     ``type``, ``forward`` (on backend arrays; ``None`` for a type that only has a gradient so
     far), ``grad``, ``reads`` (what ``grad`` reads of a record, a bit set: 1 inputs, 2
     outputs), ``differentiable``, ``surrogate``, ``jvp`` (the forward-mode rule, or None),
-    ``samples``, ``public`` (the op function),
+    ``samples``, ``public`` (the op function), ``real_only`` (complex inputs are refused),
     ``params``/``arity`` (from the forward's signature).
     """
 
     __slots__ = ("type", "forward", "params", "arity", "takes_attrs", "samples", "grad",
-                 "differentiable", "public", "surrogate", "reads", "jvp")
+                 "differentiable", "public", "surrogate", "reads", "jvp", "real_only")
     is_custom = False
 
     def __init__(self, op_type, forward=None, samples=None):
         self.type = op_type
+        self.real_only = False
         self.samples = list(samples or ())
         self.grad = None
         self.surrogate = False
@@ -143,34 +145,43 @@ def _unknown(op_type, what):
                        "listed by tg.registered_ops().")
 
 
-def primitive(op_type: str, *, samples=None):
+def primitive(op_type: str, *, samples=None, real_only: bool = False):
     """Declare a new op type whose forward runs on backend arrays.
 
     Decorates ``forward(*arrays, **attrs) -> array | tuple[array, ...]``. The result is the
     public op: call it with Tensors, backend arrays or Python scalars as positional inputs and
     keyword attributes; it returns Tensor(s) and is recorded by active tapes. Give its gradient
     with :func:`RegisterGradient` (before or after). ``samples``: a list of :class:`Sample`
-    for the tests.
+    for the tests. ``real_only=True`` declares an op of real numbers (an order, a kink, a
+    rounding: ``relu``, ``maximum``, ``floor``, comparisons, as TensorFlow and the Array API
+    define them): a complex input raises ``TypeError`` naming the op and the input, instead of
+    a result that silently drops or orders the imaginary part.
 
     Raises ``TypeError`` if ``op_type`` is not a non-empty string, ``ValueError`` if it is
-    already defined. At call time the op raises ``TypeError`` if the forward returns something
-    other than a backend array or a tuple of them, or a NumPy array for inputs of another
-    backend.
+    already defined by other code; the same definition run again (the same function name,
+    file and line: a notebook cell re-run) replaces it with a warning. At call time the op
+    raises ``TypeError`` if the forward returns something other than a backend array or a
+    tuple of them, or a NumPy array for inputs of another backend, and (``real_only``) for a
+    complex input.
     """
     _check_type_name(op_type, "primitive")
 
     def decorate(forward):
         opdef = _OPS.get(op_type)
         if opdef is not None and opdef.defined:
-            raise ValueError(
-                f"primitive: op type {op_type!r} is already registered (by "
-                f"{describe_fn(opdef.forward)}); choose another name"
-            )
+            if not _defined_again(opdef.forward, forward, f"primitive: op type {op_type!r}"):
+                raise ValueError(
+                    f"primitive: op type {op_type!r} is already registered (by "
+                    f"{describe_fn(opdef.forward)}); choose another name")
+            opdef.forward = None
+        if real_only:
+            forward = _refusing_complex(op_type, forward)
         if opdef is None:
             opdef = _OPS[op_type] = OpDef(op_type, forward, samples)
         else:  # its gradient was registered first
             opdef.define(forward)
             opdef.samples = list(samples or ())
+        opdef.real_only = bool(real_only)
         op = _make_op(opdef)
         functools.update_wrapper(op, forward)
         op.op_type = op_type
@@ -178,6 +189,66 @@ def primitive(op_type: str, *, samples=None):
         return op
 
     return decorate
+
+
+def _defined_again(old, new, what) -> bool:
+    """True, with a warning, when ``new`` is ``old`` run again from the same source (the same
+    qualified name, file and first line: a notebook cell or a module executed a second time),
+    so that it may replace ``old``; False for a different definition."""
+    old, new = inspect.unwrap(old), inspect.unwrap(new)
+    a, b = getattr(old, "__code__", None), getattr(new, "__code__", None)
+    if a is None or b is None or (old.__qualname__, a.co_filename, a.co_firstlineno) != (
+            new.__qualname__, b.co_filename, b.co_firstlineno):
+        return False
+    warnings.warn(f"{what} is defined again by the same code ({describe_fn(new)}), as when a "
+                  "notebook cell runs twice: the new definition replaces the old one",
+                  stacklevel=3)
+    return True
+
+
+def _is_complex(v) -> bool:
+    if type(v) is complex:
+        return True
+    dt = getattr(v, "dtype", None)
+    if dt is None:
+        return False
+    kind = getattr(dt, "kind", None)
+    return kind == "c" if kind is not None else _backend.np_dtype(dt).kind == "c"
+
+
+def _refusing_complex(op_type, forward):
+    """``forward`` (and its NumPy fast path ``_numpy_fn``) raising ``TypeError`` for a complex
+    input: the forward of a ``real_only`` op type."""
+    def checked(fn):
+        @functools.wraps(fn)
+        def run(*values, **attrs):
+            for k, v in enumerate(values):
+                if _is_complex(v):
+                    raise _complex_input_error(op_type, forward, k, v)
+            return fn(*values, **attrs)
+
+        return run
+
+    out = checked(forward)
+    numpy_fn = getattr(forward, "_numpy_fn", None)
+    if numpy_fn is not None:
+        out._numpy_fn = checked(numpy_fn)
+    return out
+
+
+def _complex_input_error(op_type, forward, k, v):
+    try:
+        names = [p for p in inspect.signature(forward).parameters]
+    except (TypeError, ValueError):
+        names = []
+    name = repr(names[k]) if k < len(names) else f"{k}"
+    dtype = "complex" if type(v) is complex else _backend.np_dtype(v.dtype)
+    return TypeError(
+        f"op type {op_type!r}: input {name} has the complex dtype {dtype}, but {op_type} is "
+        "defined for real numbers only (it orders, rounds or clips values; TensorFlow and the "
+        "Array API refuse complex input too, NumPy would order by the real part first or drop "
+        "the imaginary part). Apply it to tg.real(z) and tg.imag(z) separately, or to "
+        "tg.abs(z), whichever you mean")
 
 
 def _make_op(opdef):
@@ -309,7 +380,8 @@ def RegisterGradient(op_type: str, *, surrogate: bool = False, reads: str = "bot
     forward (straight-through, leaky): ``tg.test`` reports it instead of failing.
 
     Raises ``TypeError`` if ``op_type`` is not a non-empty string, ``ValueError`` if it already
-    has a gradient or ``reads`` is not one of the four names.
+    has a gradient from other code (the same code run again replaces it with a warning, as
+    :func:`primitive`) or ``reads`` is not one of the four names.
     """
     _check_type_name(op_type, "RegisterGradient")
     if reads not in READS:
@@ -318,6 +390,9 @@ def RegisterGradient(op_type: str, *, surrogate: bool = False, reads: str = "bot
 
     def decorate(fn):
         opdef = _entry(op_type)
+        if opdef.grad is not None and _defined_again(
+                opdef.grad, fn, f"RegisterGradient: the gradient of {op_type!r}"):
+            opdef.grad = None
         if opdef.grad is not None or not opdef.differentiable:
             raise ValueError(
                 f"RegisterGradient: op type {op_type!r} already has a gradient "
@@ -337,16 +412,24 @@ def RegisterJVP(op_type: str):  # noqa: N802 - the forward-mode twin of Register
 
     ``op`` is the op's record (``inputs``, ``outputs``, ``attrs``), ``tangents`` one Tensor per
     input (``None`` for an input without a tangent); ``fn`` returns one tangent per output (a
-    Tensor, or a tuple for several outputs; ``None`` for a zero tangent), or ``NotImplemented``
-    to use the default for this call. Write it with tapegrad ops so that it is differentiable
+    Tensor of the output's shape and dtype, or a tuple for several outputs; ``None`` for a zero
+    tangent), or ``NotImplemented`` to use the default for this call. For complex values a
+    tangent is the derivative along the tangent (``f'(z) t`` for a holomorphic op), not the
+    gradient's conjugate form. Tangents are checked as gradients are: one that broadcasts to
+    its output's shape or differs only in floating precision (or is real for a complex output)
+    is fitted, other shapes and dtypes raise ``GradientShapeError`` at the call. Write it with tapegrad ops so that it is differentiable
     again. The default (no rule) is the transpose of the op's VJP (``tapegrad.forward``).
     The op type may be defined before or after. Raises ``TypeError`` for a type that is not a
-    non-empty string, ``ValueError`` if it already has a JVP rule.
+    non-empty string, ``ValueError`` if it already has a JVP rule from other code (the same
+    code run again replaces it with a warning, as :func:`primitive`).
     """
     _check_type_name(op_type, "RegisterJVP")
 
     def decorate(fn):
         opdef = _entry(op_type)
+        if opdef.jvp is not None and _defined_again(
+                opdef.jvp, fn, f"RegisterJVP: the JVP rule of {op_type!r}"):
+            opdef.jvp = None
         if opdef.jvp is not None:
             raise ValueError(f"RegisterJVP: op type {op_type!r} already has a JVP rule "
                              f"({describe_fn(opdef.jvp)})")
