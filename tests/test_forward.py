@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from test_registry_gradients import _SYMMETRIC_INPUT, _cases, _is_builtin
+from test_registry_gradients import (COMPLEX_NOT_IMPLEMENTED, _SYMMETRIC_INPUT, _cases,
+                                     _is_builtin, complex_cases, complex_not_implemented,
+                                     refuses_complex)
 
 _ZERO = tg.UnconnectedGradients.ZERO
 
@@ -20,8 +22,8 @@ def _floating(ys):
 def _flat(ts):
     """Tensors flattened into one float64 vector; complex ones as (real, imaginary) pairs."""
     parts = [np.asarray(t.numpy()) for t in ts]
-    return np.concatenate([np.ravel(p.view(p.real.dtype) if p.dtype.kind == "c" else p)
-                           for p in parts]) if parts else np.zeros(0)
+    return np.concatenate([np.ravel(np.stack([p.real, p.imag], axis=-1) if p.dtype.kind == "c"
+                                    else p) for p in parts]) if parts else np.zeros(0)
 
 
 # Built-in differentiable op types without a JVP rule, which take the transposed VJP (the
@@ -46,12 +48,24 @@ def test_every_builtin_differentiable_op_has_a_jvp_rule():
     assert not stale, f"JVP_FALLBACK lists op types that have a JVP rule: {stale}"
 
 
-@pytest.mark.parametrize("op_type, index", [c for c in _cases() if c.values[1] is not None])
-def test_every_primitive_jvp_matches_differences_and_the_vjp_to_second_order(
-        op_type, index, monkeypatch):
+def _direction(x, rng):
+    """A random direction in the space of ``x`` (complex for a complex ``x``)."""
+    v = rng.uniform(-1.0, 1.0, size=np.shape(x))
+    if np.asarray(x).dtype.kind == "c":
+        v = v + 1j * rng.uniform(-1.0, 1.0, size=np.shape(x))
+    return v
+
+
+def _real_dot(g, v):
+    """``Re(sum(conj(g) v))``: the inner product of (real, imaginary) pairs."""
+    return float(np.sum(np.real(np.conj(g) * v)))
+
+
+def _check_jvps(op_type, args, attrs, positions, rng, monkeypatch):
+    """The JVP of the op on the sample against central differences (first and second order)
+    and against its VJP (``<u, J v> = <J^T u, v>``, complex values as real pairs); the op's own
+    rule must give it, each tangent with its output's shape and dtype."""
     opdef = tg.registered_ops()[op_type]
-    rng = np.random.default_rng([zlib.crc32(op_type.encode()), index, 1])
-    args, attrs, positions = opdef.samples[index].materialize(rng)
 
     def f(*xs):
         full = list(args)
@@ -59,27 +73,36 @@ def test_every_primitive_jvp_matches_differences_and_the_vjp_to_second_order(
             full[p] = (x + tg.matrix_transpose(x)) / 2.0 if op_type in _SYMMETRIC_INPUT else x
         return _floating(opdef.public(*full, **attrs))
 
-    # the op's own rule must give its tangents (the fallback only for JVP_FALLBACK ops)
-    rule, used = opdef.jvp, []
+    # the op's own rule must give its tangents (the fallback only for JVP_FALLBACK ops), each
+    # of its output's shape and dtype as the rule returns it
+    rule, used, wrong = opdef.jvp, [], []
     if rule is not None:
         def spy(op, *tangents):
             out = rule(op, *tangents)
             if op.type == op_type:
                 used.append(out is not NotImplemented)
+                if out is not NotImplemented:
+                    outs = out if isinstance(out, (tuple, list)) else (out,)
+                    wrong.extend((tuple(t.shape), t.dtype, tuple(o.shape), o.dtype)
+                                 for t, o in zip(outs, op.outputs) if t is not None and (
+                                     t.shape != o.shape or t.dtype != o.dtype))
             return out
 
         monkeypatch.setattr(opdef, "jvp", spy)
 
-    xs = [np.asarray(args[p], dtype=np.float64) for p in positions]
-    vs = [rng.uniform(-1.0, 1.0, size=x.shape) for x in xs]
+    xs = [np.asarray(args[p]) for p in positions]
+    vs = [_direction(x, rng) for x in xs]
 
     def jvp_at(points, order):
         ts = [tg.constant(x) for x in points]
-        tv = [tg.constant(v) for v in vs]
+        tv = [tg.constant(v.astype(x.dtype)) for v, x in zip(vs, points)]
         with tg.ForwardAccumulator(ts, tv) as outer:
             with tg.ForwardAccumulator(ts, tv) as inner:
                 ys = f(*ts)
             first = inner.jvp(ys, unconnected_gradients=_ZERO)
+        for y, t in zip(ys, first):
+            assert t.shape == y.shape and t.dtype == y.dtype, (op_type, t.shape, t.dtype, y.shape,
+                                                               y.dtype)
         if order == 1:
             return _flat(first)
         return _flat(outer.jvp(first, unconnected_gradients=_ZERO))
@@ -94,6 +117,8 @@ def test_every_primitive_jvp_matches_differences_and_the_vjp_to_second_order(
     np.testing.assert_allclose(jv, numeric1, rtol=tol, atol=tol)
     if opdef.jvp is not None:
         assert used and all(used), f"{op_type}'s JVP rule was not used (NotImplemented)"
+        assert not wrong, f"{op_type}'s JVP rule returned (shape, dtype) {wrong[0][:2]} for an " \
+                          f"output of {wrong[0][2:]}"
     # <u, J v> (forward mode) == <J^T u, v> (reverse mode)
     u = rng.uniform(-1.0, 1.0, size=jv.shape)
     ts = [tg.constant(x) for x in xs]
@@ -110,12 +135,94 @@ def test_every_primitive_jvp_matches_differences_and_the_vjp_to_second_order(
         start += n
     if ys:
         gs = tape.gradient(ys, ts, output_gradients=us, unconnected_gradients=_ZERO)
-        rev = sum(float(np.sum(g.numpy() * v)) for g, v in zip(gs, vs))
+        rev = sum(_real_dot(g.numpy(), v) for g, v in zip(gs, vs))
         np.testing.assert_allclose(float(u @ jv), rev, rtol=tol, atol=tol)
     plus2 = [x + eps2 * v for x, v in zip(xs, vs)]
     minus2 = [x - eps2 * v for x, v in zip(xs, vs)]
     numeric2 = (jvp_at(plus2, 1) - jvp_at(minus2, 1)) / (2 * eps2)
     np.testing.assert_allclose(jvp_at(xs, 2), numeric2, rtol=tol2, atol=tol2)
+
+
+@pytest.mark.parametrize("op_type, index", [c for c in _cases() if c.values[1] is not None])
+def test_every_primitive_jvp_matches_differences_and_the_vjp_to_second_order(
+        op_type, index, monkeypatch):
+    opdef = tg.registered_ops()[op_type]
+    rng = np.random.default_rng([zlib.crc32(op_type.encode()), index, 1])
+    args, attrs, positions = opdef.samples[index].materialize(rng)
+    _check_jvps(op_type, args, attrs, positions, rng, monkeypatch)
+
+
+@pytest.mark.parametrize("op_type, index, mixed", complex_cases())
+def test_every_primitive_jvp_of_complex_inputs_is_f_prime_t_to_second_order(
+        op_type, index, mixed, monkeypatch):
+    # a JVP is the derivative along the tangent, f'(z) t for a holomorphic op, whatever the
+    # gradient convention: central differences of the op along complex directions measure it
+    opdef = tg.registered_ops()[op_type]
+    rng = np.random.default_rng([zlib.crc32(op_type.encode()), index, 3])
+    args, attrs, positions = opdef.samples[index].materialize(rng, np.complex128,
+                                                               first_only=mixed)
+    if opdef.real_only:
+        refuses_complex(op_type, args, attrs, positions)
+    elif op_type in COMPLEX_NOT_IMPLEMENTED:
+        complex_not_implemented(op_type, args, attrs, positions)
+    else:
+        _check_jvps(op_type, args, attrs, positions, rng, monkeypatch)
+
+
+def _float32_cases():
+    return [pytest.param(*c.values, id=c.id) for c in complex_cases() if not c.values[2]]
+
+
+@pytest.mark.parametrize("op_type, index, mixed", _float32_cases())
+def test_float32_gradients_and_jvps_keep_their_dtypes_and_shapes(op_type, index, mixed,
+                                                                 monkeypatch):
+    # each gradient has its input's shape and dtype and each JVP its output's (the rule's own
+    # result, before forward mode's central check), with the float64 values up to rounding
+    opdef = tg.registered_ops()[op_type]
+    rng = np.random.default_rng([zlib.crc32(op_type.encode()), index, 4])
+    args, attrs, positions = opdef.samples[index].materialize(rng, np.float32)
+    rule, wrong = opdef.jvp, []
+    if rule is not None:
+        def spy(op, *tangents):
+            out = rule(op, *tangents)
+            if op.type == op_type and out is not NotImplemented:
+                outs = out if isinstance(out, (tuple, list)) else (out,)
+                wrong.extend((t.shape, t.dtype, o.shape, o.dtype) for t, o in zip(outs, op.outputs)
+                             if t is not None and (t.shape != o.shape or t.dtype != o.dtype))
+            return out
+
+        monkeypatch.setattr(opdef, "jvp", spy)
+
+    def run(dtype):
+        full = list(args)
+        xs = [tg.constant(np.asarray(args[p]).astype(dtype)) for p in positions]
+        vs = [tg.constant(_direction(args[p], np.random.default_rng(k)).astype(dtype))
+              for k, p in enumerate(positions)]
+        with tg.GradientTape() as tape:
+            tape.watch(xs)
+            with tg.ForwardAccumulator(xs, vs) as acc:
+                for p, x in zip(positions, xs):
+                    full[p] = ((x + tg.matrix_transpose(x)) / 2.0 if op_type in _SYMMETRIC_INPUT
+                               else x)
+                ys = _floating(opdef.public(*full, **attrs))
+        jvps = acc.jvp(ys, unconnected_gradients=_ZERO)
+        us = [tg.ones_like(y) for y in ys]
+        gs = (tape.gradient(ys, xs, output_gradients=us, unconnected_gradients=_ZERO) if ys
+              else [tg.zeros_like(x) for x in xs])
+        return xs, ys, gs, jvps
+
+    xs, ys, gs, jvps = run(np.float32)
+    assert not wrong, f"{op_type}'s JVP rule returned (shape, dtype) {wrong[0][:2]} for an " \
+                      f"output of {wrong[0][2:]}"
+    for x, g in zip(xs, gs):
+        assert g.shape == x.shape and g.dtype == np.float32, (g.shape, g.dtype)
+    for y, t in zip(ys, jvps):
+        assert t.shape == y.shape and t.dtype == y.dtype, (t.shape, t.dtype, y.shape, y.dtype)
+    _, ys64, gs64, jvps64 = run(np.float64)
+    for got, want in zip([*gs, *jvps], [*gs64, *jvps64]):
+        want = want.numpy()
+        scale = max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0
+        np.testing.assert_allclose(got.numpy(), want, rtol=2e-3, atol=2e-3 * scale)
 
 
 # --- accumulators ---------------------------------------------------------------------------
@@ -155,7 +262,7 @@ def test_integer_primals_are_skipped_with_a_warning_as_tensorflow_does():
         acc = tg.ForwardAccumulator([xi, xf], [tg.constant([1, 1, 1]), tg.constant([1.0, 2.0, 3.0])])
     with acc:
         a = xi * 2
-        b = xf * xi
+        b = xf * tg.astype(xi, tg.float64)
     assert acc.jvp(a) is None
     np.testing.assert_array_equal(acc.jvp(b).numpy(), [1.0, 4.0, 9.0])
     assert acc.jvp(b).dtype == np.float64
@@ -387,6 +494,49 @@ def test_accumulator_misuse_and_a_jvp_rule_of_the_wrong_count_raise():
             bad(x)
 
 
+@tg.primitive("ForwardTestLooseRule")
+def _loose(x, *, mode):
+    return x * 2.0
+
+
+@tg.RegisterGradient("ForwardTestLooseRule")
+def _loose_grad(op, dy):
+    return dy * 2.0
+
+
+@tg.RegisterJVP("ForwardTestLooseRule")
+def _loose_jvp(op, t):
+    mode = op.attrs["mode"]
+    if mode == "float32":
+        return tg.astype(t * 2.0, tg.float32)
+    if mode == "scalar":
+        return tg.sum(t) * 0.0 + 2.0 * t[0]  # a 0-d tangent: broadcast to the output
+    if mode == "complex":
+        return tg.astype(t, tg.complex128) * 2.0
+    return tg.concat([t, t])
+
+
+def test_tangents_are_checked_as_gradients_are():
+    x, v = tg.constant([1.0, 2.0]), tg.constant([1.0, 1.0])
+    for mode in ("float32", "scalar"):
+        with tg.ForwardAccumulator(x, v) as acc:
+            y = _loose(x, mode=mode)
+        t = acc.jvp(y)
+        assert t.dtype == np.float64 and t.shape == (2,)
+        np.testing.assert_allclose(t.numpy(), [2.0, 2.0])
+    with pytest.raises(tg.errors.GradientShapeError, match=r"the JVP rule .*_loose_jvp .* of op "
+                                                           r"type 'ForwardTestLooseRule' returned "
+                                                           r"a tangent for output 0 \(shape "
+                                                           r"\(2,\), dtype float64\) of the "
+                                                           "complex dtype complex128"):
+        with tg.ForwardAccumulator(x, v):
+            _loose(x, mode="complex")
+    with pytest.raises(tg.errors.GradientShapeError, match=r"of shape \(4,\), which does not "
+                                                           "broadcast to it"):
+        with tg.ForwardAccumulator(x, v):
+            _loose(x, mode="shape")
+
+
 # --- GradientTape.jacobian: columns by forward mode when the source is the smaller ---------------
 @tg.primitive("ForwardTestSquare")
 def _square(x):
@@ -489,3 +639,109 @@ def test_forward_mode_jacobian_is_differentiable_and_hooks_keep_reverse_mode():
         y = tg.sin(h)
     np.testing.assert_allclose(tape.jacobian(y, x).numpy(),
                                2 * np.cos(a0 @ x0)[:, None] * a0, rtol=1e-13)
+
+
+# --- complex numbers: JVPs are f'(z) t, gradients TensorFlow's conj(f'(z)) dy -------------------
+def _complex_jax_cases():
+    return {
+        "negative": (lambda z: -z, lambda z: -z),
+        "twice": (lambda z: 2.0 * z, lambda z: 2.0 * z),
+        "imag": (tg.imag, "imag"), "real": (tg.real, "real"), "conj": (tg.conj, "conj"),
+        "abs": (tg.abs, "abs"), "exp": (tg.exp, "exp"), "sin": (tg.sin, "sin"),
+        "sqrt": (tg.sqrt, "sqrt"), "log": (tg.log, "log"), "tanh": (tg.tanh, "tanh"),
+        "reciprocal": (tg.reciprocal, "reciprocal"), "square": (tg.square, "square"),
+        "acosh": (tg.acosh, "arccosh"), "pow": (lambda z: z ** 2.5, lambda z: z ** 2.5),
+        "angle": (lambda z: tg.atan2(tg.imag(z), tg.real(z)), "angle"),
+        "prod": (lambda z: tg.prod(z), "prod"),
+        "cumulative_prod": (lambda z: tg.cumulative_prod(z), "cumprod"),
+        "matmul": (lambda z: tg.reshape(z, (2, 2)) @ tg.reshape(z, (2, 2)),
+                   lambda z: z.reshape(2, 2) @ z.reshape(2, 2)),
+        "vecdot": (lambda z: tg.vecdot(z, z * z), lambda z: (z.conj() * z * z).sum()),
+        "fft": (tg.fft.fft, "fft.fft"), "ifft": (tg.fft.ifft, "fft.ifft"),
+        "irfft": (tg.fft.irfft, "fft.irfft"),
+        "chain": (lambda z: tg.exp(tg.conj(z) * z) / (z + 3.0) + tg.imag(z) * z,
+                  lambda z: jnp().exp(z.conj() * z) / (z + 3.0) + z.imag * z),
+    }
+
+
+def jnp():
+    import jax.numpy
+
+    return jax.numpy
+
+
+def _jax_fn(spec):
+    if callable(spec):
+        return spec
+    fn = jnp()
+    for part in spec.split("."):
+        fn = getattr(fn, part)
+    return fn
+
+
+@pytest.mark.parametrize("name", list(_complex_jax_cases()))
+def test_complex_jvps_match_jax_and_gradients_are_its_conjugates(name):
+    # the issue's cases: acc.jvp(-x) was -conj(t), so imag, conj, exp, ... disagreed with
+    # jax.jvp; JAX's gradient of a real loss is dL/dRe - i dL/dIm, TensorFlow's and tapegrad's
+    # its conjugate
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    f, spec = _complex_jax_cases()[name]
+    g = _jax_fn(spec)
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    z = rng.uniform(0.5, 1.5, 4) + 1j * rng.uniform(-1.0, 1.0, 4)
+    t = rng.uniform(-1.0, 1.0, 4) + 1j * rng.uniform(-1.0, 1.0, 4)
+    _, want = jax.jvp(g, (z,), (t,))
+    x = tg.constant(z)
+    with tg.ForwardAccumulator(x, tg.constant(t)) as acc:
+        y = f(x)
+    got = acc.jvp(y)
+    assert got.dtype == y.dtype and got.shape == y.shape
+    np.testing.assert_allclose(got.numpy(), np.asarray(want), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(tg.jvp(f, (x,), (tg.constant(t),))[1].numpy(), np.asarray(want),
+                               rtol=1e-12, atol=1e-12)
+    w = rng.uniform(-1.0, 1.0, np.shape(np.asarray(want))) + 1j * rng.uniform(
+        -1.0, 1.0, np.shape(np.asarray(want)))
+
+    def loss_jax(a):
+        return jnp().sum(jnp().real(jnp().conj(w) * g(a)))
+
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        loss = tg.sum(tg.real(tg.conj(tg.constant(w)) * f(x)))
+    np.testing.assert_allclose(tape.gradient(loss, x).numpy(),
+                               np.conj(np.asarray(jax.grad(loss_jax)(z))), rtol=1e-12, atol=1e-12)
+
+
+def test_the_issues_fft_pipeline_jvp_matches_jax():
+    jax = pytest.importorskip("jax")
+    jax.config.update("jax_enable_x64", True)
+    rng = np.random.default_rng(18)
+    x0, t0 = rng.normal(size=8), rng.normal(size=8)
+
+    def f_jax(a):
+        r = jnp().fft.rfft(a)
+        return jnp().real(r) + 2.0 * jnp().imag(r)
+
+    _, want = jax.jvp(f_jax, (x0,), (t0,))
+    _, got = tg.jvp(lambda a: tg.real(tg.fft.rfft(a)) + 2.0 * tg.imag(tg.fft.rfft(a)),
+                    (tg.constant(x0),), (tg.constant(t0),))
+    np.testing.assert_allclose(got.numpy(), np.asarray(want), rtol=1e-12, atol=1e-12)
+    z0 = x0[:5] + 1j * t0[:5]
+    _, want = jax.jvp(lambda z: jnp().fft.irfft(z * z), (z0,), (1j * z0,))
+    _, got = tg.jvp(lambda z: tg.fft.irfft(z * z), (tg.constant(z0),), (tg.constant(1j * z0),))
+    np.testing.assert_allclose(got.numpy(), np.asarray(want), rtol=1e-12, atol=1e-12)
+
+
+def test_the_sign_of_a_complex_number_has_its_derivative():
+    # sign(z) = z / |z|: JAX and TensorFlow give it a zero derivative (right for real z only);
+    # tapegrad gives i s Im(conj(s) t) / |z| in both modes, and 0 at z = 0
+    z0 = np.array([1.0 + 2.0j, -0.5 + 0.1j, 0.0])
+    t0 = np.array([0.3 - 1.0j, 1.0 + 1.0j, 1.0 + 0.0j])
+    h = 1e-7
+    numeric = (np.sign(z0[:2] + h * t0[:2]) - np.sign(z0[:2] - h * t0[:2])) / (2 * h)
+    _, got = tg.jvp(tg.sign, (tg.constant(z0),), (tg.constant(t0),))
+    np.testing.assert_allclose(got.numpy()[:2], numeric, rtol=1e-7)
+    assert got.numpy()[2] == 0.0
+    tg.test.check_gradients(tg.sign, [np.array([1.0 + 2.0j, -2.0 + 1.0j])], order=2,
+                            modes=("rev", "fwd"))

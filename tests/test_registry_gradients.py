@@ -1,8 +1,12 @@
-"""Gradient-check every built-in primitive, to first and second order, on its declared samples.
+"""Gradient-check every built-in primitive, to first and second order, on its declared samples:
+real (float64) inputs, and complex ones (complex128, and for ops of several inputs the first
+complex and the others real), checked as (real, imaginary) pairs under tapegrad's convention
+(TensorFlow's). An op declared ``real_only`` must refuse complex input instead.
 
 The cases are read from ``tg.registered_ops()`` at collection time, so a new op is picked up
 without editing this file. Only ops declared inside the ``tapegrad`` package are checked (test
 modules register their own throw-away ops). A differentiable op without samples fails here.
+The JVPs of the same cases (and float32 ones) are checked in ``tests/test_forward.py``.
 """
 from __future__ import annotations
 
@@ -27,6 +31,15 @@ import tapegrad.examples.distributed_regression  # noqa: F401
 _SYMMETRIC_INPUT = {"Cholesky", "Eigh", "Eigvalsh"}
 
 
+# Op types that compute complex input but whose derivatives for it are not implemented: their
+# gradient and JVP raise NotImplementedError for a complex input (checked below), with the reason.
+COMPLEX_NOT_IMPLEMENTED = {
+    name: "linear algebra's complex derivatives (conjugate transposes in the formulas of "
+          "Giles 2008 and the others) are not implemented (ops/linalg_ext.py)"
+    for name in ("Cholesky", "Det", "Slogdet", "Inv", "Solve", "Eigh", "Eigvalsh", "Svd",
+                 "Svdvals", "Qr", "Pinv", "MatrixNorm", "VectorNorm")}
+
+
 def _is_builtin(opdef) -> bool:
     module = getattr(inspect.unwrap(opdef.forward), "__module__", "") or ""
     return module == "tapegrad" or module.startswith("tapegrad.")
@@ -42,6 +55,81 @@ def _cases():
         for k in range(len(opdef.samples)):
             cases.append(pytest.param(name, k, id=f"{name}-{k}"))
     return cases
+
+
+def _random_inputs(sample) -> int:
+    """The number of random (floating) inputs of ``sample``."""
+    return len(sample.materialize(np.random.default_rng(0))[2])
+
+
+def complex_cases():
+    """``(op type, sample index, mixed)`` of every sample with a random input; ``mixed``: only
+    the first random input is complex (for samples of several)."""
+    cases = []
+    for name, opdef in sorted(tg.registered_ops().items()):
+        if not opdef.differentiable or not _is_builtin(opdef):
+            continue
+        for k, sample in enumerate(opdef.samples):
+            n = _random_inputs(sample)
+            if n:
+                cases.append(pytest.param(name, k, False, id=f"{name}-{k}"))
+            if n > 1:
+                cases.append(pytest.param(name, k, True, id=f"{name}-{k}-mixed"))
+    return cases
+
+
+def sample_function(op_type, args, attrs, positions):
+    """The op of ``op_type`` as a function of the sample's random inputs (the others fixed)."""
+    op = tg.registered_ops()[op_type].public
+
+    def f(*xs):
+        full = list(args)
+        for p, x in zip(positions, xs):
+            full[p] = (x + tg.matrix_transpose(x)) / 2.0 if op_type in _SYMMETRIC_INPUT else x
+        return op(*full, **attrs)
+
+    return f
+
+
+def refuses_complex(op_type, args, attrs, positions):
+    """Assert that a ``real_only`` op refuses the complex first random input (by name)."""
+    f = sample_function(op_type, args, attrs, positions)
+    with pytest.raises(TypeError, match=rf"op type '{op_type}': input .* has the complex dtype "
+                                        r"complex128, but .* real numbers only"):
+        f(*[args[p] for p in positions])
+
+
+def complex_not_implemented(op_type, args, attrs, positions):
+    """Assert that the gradient and the JVP of a complex input raise NotImplementedError."""
+    f = sample_function(op_type, args, attrs, positions)
+    xs = [tg.constant(args[p]) for p in positions]
+    with tg.GradientTape() as tape:
+        tape.watch(xs)
+        ys = [y for y in _as_list(f(*xs)) if y.dtype.kind in "fc"]
+    with pytest.raises(NotImplementedError, match="complex"):
+        tape.gradient(ys, xs)
+    with pytest.raises(NotImplementedError, match="complex"):
+        with tg.ForwardAccumulator(xs, xs):
+            f(*xs)
+
+
+def _as_list(ys):
+    return list(ys) if isinstance(ys, (tuple, list)) else [ys]
+
+
+@pytest.mark.parametrize("op_type, index, mixed", complex_cases())
+def test_complex_gradient_first_and_second_order(op_type, index, mixed):
+    opdef = tg.registered_ops()[op_type]
+    rng = np.random.default_rng([zlib.crc32(op_type.encode()), index, 2])
+    args, attrs, positions = opdef.samples[index].materialize(rng, np.complex128,
+                                                               first_only=mixed)
+    if opdef.real_only:
+        refuses_complex(op_type, args, attrs, positions)
+    elif op_type in COMPLEX_NOT_IMPLEMENTED:
+        complex_not_implemented(op_type, args, attrs, positions)
+    else:
+        tg.test.check_gradients(sample_function(op_type, args, attrs, positions),
+                                [args[p] for p in positions], order=2)
 
 
 @pytest.mark.parametrize("op_type, index", _cases())

@@ -786,3 +786,19 @@ def test_contract_of_an_op_whose_record_drops_its_outputs():
     # (array_api_strict's under that backend): the cotangents are still made as NumPy arrays
     report = tg.test.check_custom_gradient(_cube_reads_inputs, [np.array([1.0, -2.0, 0.5])])
     assert [c.status for c in report.ops] == ["passed"]
+
+
+# --- complex arguments --------------------------------------------------------------------------
+def test_check_gradients_takes_complex_arguments_as_real_pairs():
+    z = np.array([0.5 + 1.0j, -1.0 + 0.25j, 2.0 - 0.5j])
+    tg.test.check_gradients(lambda a: tg.exp(a) * tg.conj(a) + tg.abs(a), [z], order=2,
+                            modes=("rev", "fwd"))
+
+    @tg.custom_gradient
+    def jax_convention_square(a):  # JAX's gradient, the conjugate of tapegrad's convention
+        return a * a, lambda dy: dy * 2.0 * a
+
+    with pytest.raises(AssertionError, match=r"the gradient with respect to input 0 \(shape "
+                                             r"\(3,\)\) does not match central differences"
+                                             r"(.|\n)*input 0 at index \(\d, [01]\)"):
+        tg.test.check_gradients(jax_convention_square, [z])

@@ -32,15 +32,26 @@ class Sample:
         self.domain = domain
         self.attrs = attrs
 
-    def materialize(self, rng, dtype=np.float64):
-        """Return ``(args, attrs, float_positions)`` with random arrays drawn from ``rng``."""
+    def materialize(self, rng, dtype=np.float64, *, first_only=False):
+        """Return ``(args, attrs, float_positions)`` with random arrays drawn from ``rng``.
+
+        ``dtype``: the random inputs' dtype; for a complex dtype the real and the imaginary
+        part are each drawn from the domain. ``first_only``: only the first random input has
+        ``dtype``, the others its real counterpart (float64 for complex128), for ops that mix
+        real and complex inputs.
+        """
         args, pos = [], []
+        real = np.finfo(dtype).dtype  # a complex dtype's components; a real dtype itself
         for i, a in enumerate(self.args):
             if isinstance(a, tuple) and all(isinstance(d, int) for d in a):
                 a = Arg(a)
             if isinstance(a, Arg):
                 lo, hi = a.domain or self.domain
-                args.append(rng.uniform(lo, hi, size=a.shape).astype(dtype))
+                want = real if first_only and pos else np.dtype(dtype)
+                value = rng.uniform(lo, hi, size=a.shape)
+                if want.kind == "c":
+                    value = value + 1j * rng.uniform(lo, hi, size=a.shape)
+                args.append(np.asarray(value).astype(want))
                 pos.append(i)
             else:
                 args.append(a)

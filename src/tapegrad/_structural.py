@@ -3,7 +3,8 @@
 The core (tensors, records, validation, the tape) never imports ``tapegrad.ops``: that would
 make the layers a circle. Yet the reverse pass computes with ops: it adds the gradients that
 reach one tensor from several uses, sums an output-shaped gradient back to a broadcast input's
-shape, casts a gradient back to its input's dtype, and builds Jacobians and zero gradients.
+shape, casts a gradient back to its input's dtype (the real part of a complex gradient of a
+real input), and builds Jacobians and zero gradients.
 Those ops are the attributes of :data:`ops` below; ``tapegrad/ops/__init__.py`` fills them in
 with :func:`provide` when it is imported, and ``tapegrad/__init__.py`` adds the namespace
 itself (``Tensor.__array_namespace__`` returns it). Every name must be provided once.
@@ -15,6 +16,7 @@ name               signature and meaning (all are tapegrad ops: their results ar
 ``sum``            ``sum(x, axis=tuple) -> Tensor``: un-broadcasting a gradient
 ``reshape``        ``reshape(x, shape) -> Tensor``: un-broadcasting, Jacobian layout
 ``astype``         ``astype(x, dtype) -> Tensor``: undoing type promotion
+``real``           ``real(x) -> Tensor``: the gradient of a real input of a complex result
 ``stack``          ``stack(list_of_tensors, axis=0) -> Tensor``: Jacobian rows
 ``zeros``          ``zeros(shape, dtype=) -> Tensor``: ``UnconnectedGradients.ZERO``
 ``zeros_like``     ``zeros_like(x) -> Tensor``: missing cotangents of multi-output ops
@@ -25,8 +27,8 @@ name               signature and meaning (all are tapegrad ops: their results ar
 """
 from __future__ import annotations
 
-_NAMES = ("add", "sum", "reshape", "astype", "stack", "zeros", "zeros_like", "ones_like",
-          "identity", "namespace")
+_NAMES = ("add", "sum", "reshape", "astype", "real", "stack", "zeros", "zeros_like",
+          "ones_like", "identity", "namespace")
 
 
 class _Missing:

@@ -71,7 +71,8 @@ def _input_label(op, k) -> str:
 
 def check_gradient(op, k, x, g, fn):
     """``g`` as the gradient of input ``k`` (the tensor ``x``) of ``op``: a Tensor of ``x``'s
-    shape and dtype, un-broadcast and cast back where that is what it needs.
+    shape and dtype, un-broadcast and cast back where that is what it needs (a complex
+    gradient of a real input: its real part, the gradient along real directions).
 
     Raises ``GradientTypeError`` for a non-tensor, ``GradientShapeError`` for a shape or dtype
     that does not fit ``x``.
@@ -84,7 +85,10 @@ def check_gradient(op, k, x, g, fn):
     if gv.dtype is not xv.dtype and gv.dtype != xv.dtype:
         out_dtypes = [o._value.dtype for o in op.outputs]
         if gv.dtype in out_dtypes and _backend.is_floating(xv.dtype):
-            g = ops.astype(g, xv.dtype)  # undo type promotion, as broadcasting is undone
+            if _backend.np_dtype(gv.dtype).kind == "c" != _backend.np_dtype(xv.dtype).kind:
+                g = ops.real(g)
+            if g._value.dtype != xv.dtype:
+                g = ops.astype(g, xv.dtype)  # undo type promotion, as broadcasting is undone
         else:
             raise GradientShapeError(
                 f"the gradient function {describe_fn(fn)} of op type {op.type!r} returned a "

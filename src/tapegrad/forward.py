@@ -8,7 +8,10 @@ rule of an op is the one registered for its gradient's op type with ``tg.Registe
 the forward and the gradient in the op's module), or
 else the **transpose of its VJP**: a gradient function is linear in its cotangent ``u``,
 ``g(u) = J^T u``, so ``J v`` is the gradient with respect to ``u`` of ``<g(u), v>`` (the
-"double VJP", Townsend 2017, "A new trick for calculating Jacobian vector products"). So every
+"double VJP", Townsend 2017, "A new trick for calculating Jacobian vector products"); complex
+numbers are (real, imaginary) pairs there, ``<g, v> = Re(sum(g conj(v)))``, under which
+tapegrad's (TensorFlow's) VJP is the transpose of the JVP, so a JVP is ``f'(z) v`` for a
+holomorphic ``f`` (``docs/architecture.md``, "Complex numbers"). So every
 op with a gradient (built-in, ``custom_gradient``, registered by name, overridden by
 ``gradient_override_map``) works in forward mode, with its custom rule respected, and the
 tangents are computed with tapegrad ops: differentiable again, by tapes and by outer
@@ -24,8 +27,8 @@ from ._records import Dropped
 from ._tape import GradientTape, UnconnectedGradients, _flatten, _unflatten, _zeros_for
 from ._tensor import Tensor, convert_to_tensor
 from ._views import OperationView
-from .errors import GradientShapeError, describe_fn
-from .ops import arange, astype, reshape, stack, zeros, zeros_like
+from .errors import GradientShapeError, GradientTypeError, describe_fn
+from .ops import arange, astype, broadcast_to, conj, real, reshape, stack, zeros, zeros_like
 from .ops import sum as _sum
 
 __all__ = ["ForwardAccumulator", "jvp", "jacfwd"]
@@ -153,7 +156,12 @@ class ForwardAccumulator:
         try:
             res = NotImplemented if rule is None else rule(op, *ins)
             if type(res) is Tensor and len(outs) == 1:  # the common case
-                tangents[outs[0]._id] = res
+                o = outs[0]
+                rv, ov = res._value, o._value
+                if rv.shape != ov.shape or rv.dtype is not ov.dtype and rv.dtype != ov.dtype:
+                    res = _checked_tangent(op, 0, res, rule)
+                if res is not None:
+                    tangents[o._id] = res
                 return
             outs_t = _rule_tangents(op, ins, rule, res)
         finally:
@@ -210,22 +218,21 @@ def _rule_tangents(op, ins, rule, res) -> list:
     """The output tangents of the record ``op`` from what its JVP ``rule`` returned, ``res``
     (a Tensor, a tuple with one per output, or ``NotImplemented``: take the transposed VJP)."""
     outs = op.outputs
-    if type(res) is Tensor and len(outs) == 1:  # the common case
-        return (res,)
     if res is not NotImplemented:
         res = list(res) if isinstance(res, (tuple, list)) else [res]
         if len(res) != len(outs):
             raise GradientShapeError(
                 f"the JVP rule {describe_fn(rule)} of op type {op._gdef.type!r} returned "
                 f"{len(res)} tangent(s) for {len(outs)} output(s); return one per output")
-        return res
+        return [None if t is None else _checked_tangent(op, k, t, rule)
+                for k, t in enumerate(res)]
     floating = [k for k, i in enumerate(op._out_ids) if i in op._float_out]
     us = [_zeros_for(o) for o in outs]
     needed = [k for k, t in enumerate(ins) if t is not None]
     with GradientTape() as tape:
         tape.watch([us[k] for k in floating])
         gs = OperationView(op).gradient(*us, needed=needed)
-        terms = [_sum(gs[k] * _cast(ins[k], gs[k])) for k in needed if gs[k] is not None]
+        terms = [_inner(gs[k], ins[k]) for k in needed if gs[k] is not None]
         if not terms:
             return [None] * len(outs)
         s = terms[0]
@@ -238,8 +245,45 @@ def _rule_tangents(op, ins, rule, res) -> list:
     return out
 
 
-def _cast(t, like):
-    return t if t.dtype == like.dtype else astype(t, like.dtype)
+def _checked_tangent(op, k, t, rule):
+    """The tangent ``t`` that ``rule`` gave output ``k`` of ``op``, as a Tensor of the output's
+    shape and dtype, as the tape checks gradients (``_validation.check_gradient``): a tangent
+    that broadcasts to the output's shape is broadcast, a real one of a complex output or one
+    of another floating precision is cast, and an integer or boolean output has none. Raises
+    ``GradientTypeError`` for a non-tensor, ``GradientShapeError`` for a shape that does not
+    broadcast or a complex tangent of a real output."""
+    o = op.outputs[k]
+    where = (f"the JVP rule {describe_fn(rule)} of op type {op._gdef.type!r} returned a "
+             f"tangent for output {k} (shape {tuple(o.shape)}, dtype {o.dtype})")
+    if not isinstance(t, Tensor):
+        raise GradientTypeError(f"{where} that is a {type(t).__name__}; return a Tensor (or "
+                                "None for a zero tangent)")
+    if o.dtype.kind not in "fc":
+        return None
+    if tuple(t.shape) != tuple(o.shape):
+        try:
+            t = broadcast_to(t, tuple(o.shape))
+        except ValueError:
+            raise GradientShapeError(f"{where} of shape {tuple(t.shape)}, which does not "
+                                     "broadcast to it; return a tangent of the output's "
+                                     "shape") from None
+    if t.dtype != o.dtype:
+        if t.dtype.kind == "c" and o.dtype.kind != "c":
+            raise GradientShapeError(f"{where} of the complex dtype {t.dtype}; the tangent of a "
+                                     "real output is real (take tg.real of it if the rule "
+                                     "computes a complex value)")
+        t = astype(t, o.dtype)
+    return t
+
+
+def _inner(g, v):
+    """``<g, v>``, complex numbers as (real, imaginary) pairs: ``Re(sum(g conj(v)))``. A
+    gradient ``g = J^T u`` of tapegrad's convention (``dL/dRe + i dL/dIm``) is the transpose of
+    the real-linear map ``J`` under it, so the gradient of ``<J^T u, v>`` in ``u`` is ``J v``."""
+    v = v if v.dtype == g.dtype else astype(v, g.dtype)
+    if g.dtype.kind == "c":
+        return real(_sum(g * conj(v)))
+    return _sum(g * v)
 
 
 # --- functional transforms --------------------------------------------------------------------

@@ -41,11 +41,12 @@ CLASSES = 10
 
 
 # --- custom ops ---------------------------------------------------------------------------------
-@tg.primitive("DigitsElu", samples=[tg.Sample((3, 4)), tg.Sample(()), tg.Sample((0, 2))])
+@tg.primitive("DigitsElu", samples=[tg.Sample((3, 4)), tg.Sample(()), tg.Sample((0, 2))],
+              real_only=True)
 def elu(x):
     """Exponential linear unit: ``x`` for ``x > 0``, ``exp(x) - 1`` otherwise.
 
-    x: any shape, float dtype; the result has the same shape and dtype. Gradient: ``dy`` for
+    x: any shape, real float dtype (complex raises ``TypeError``: ``real_only``); the result has the same shape and dtype. Gradient: ``dy`` for
     ``x > 0``, ``dy * exp(x) = dy * (y + 1)`` otherwise (Clevert et al. 2015, eq. 2; the
     derivative is continuous at 0, so the second derivative exists away from 0).
     """

@@ -41,6 +41,6 @@ __all__ = [*conversion.__all__, *creation.__all__, *elementwise.__all__, *indexi
 
 _attach(Tensor)
 _provide(add=elementwise.add, sum=reductions.sum, reshape=manipulation.reshape,
-         astype=elementwise.astype, stack=manipulation.stack, zeros=creation.zeros,
+         astype=elementwise.astype, real=elementwise.real, stack=manipulation.stack, zeros=creation.zeros,
          zeros_like=creation.zeros_like, ones_like=creation.ones_like,
          identity=elementwise.positive)

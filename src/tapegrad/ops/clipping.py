@@ -29,11 +29,17 @@ def clip_by_value(t, clip_value_min, clip_value_max, name=None):
     t: any shape and real dtype; the bounds: scalars or tensors that broadcast to ``t``'s
     shape (``min <= max`` for a meaningful result, as in TensorFlow). Result: ``t``'s shape
     and dtype. Raises ``ValueError`` if a bound would broadcast the result beyond ``t``'s
-    shape. Gradient (of ``maximum(minimum(t, max), min)``, TensorFlow's composition): ``dy``
+    shape, ``TypeError`` for a complex ``t`` (an order of complex numbers is not defined;
+    TensorFlow refuses it too). Gradient (of ``maximum(minimum(t, max), min)``, TensorFlow's composition): ``dy``
     to ``t`` where ``min <= t <= max``, to ``clip_value_max`` where ``t > max``, to
     ``clip_value_min`` where ``t < min`` (summed over broadcast axes).
     """
     t = _tensor(t)
+    if t.dtype.kind == "c":
+        raise TypeError(f"clip_by_value: t has the complex dtype {t.dtype}, but clipping orders "
+                        "values, which complex numbers have not (TensorFlow refuses it too); "
+                        "clip tg.real(t) and tg.imag(t) separately, or rescale by tg.abs(t) "
+                        "(tg.clip_by_norm)")
     out = maximum(minimum(t, clip_value_max), clip_value_min)
     if out.shape != t.shape:
         raise ValueError(f"clip_by_value: clip_value_min and clip_value_max must broadcast to "

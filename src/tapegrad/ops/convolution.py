@@ -150,7 +150,7 @@ _CONV_SAMPLES = [
 ]
 
 
-@primitive("Conv", samples=_CONV_SAMPLES)
+@primitive("Conv", real_only=True, samples=_CONV_SAMPLES)
 def _conv(input, filters, *, strides, padding, dilations, groups=1):  # noqa: A002 - TF's name
     xp = _ns(input, filters)
     k = filters.shape[:-2]
@@ -200,7 +200,7 @@ def _sample_out_shape(sample):
     return (x[0], *_out_sizes(x[1:-1], w[:-2], a["strides"], a["dilations"], a["padding"]), w[-1])
 
 
-@primitive("ConvBackpropInput", samples=[
+@primitive("ConvBackpropInput", real_only=True, samples=[
     Sample(s.args[1], _sample_out_shape(s), input_shape=s.args[0], **s.attrs)
     for s in _CONV_SAMPLES])
 def _conv_backprop_input(filters, out_backprop, *, input_shape, strides, padding, dilations,
@@ -235,7 +235,7 @@ def _conv_backprop_input_grad(op, ddx):
 RegisterJVP("ConvBackpropInput")(_bilinear_jvp(_conv_backprop_input))
 
 
-@primitive("ConvBackpropFilter", samples=[
+@primitive("ConvBackpropFilter", real_only=True, samples=[
     Sample(s.args[0], _sample_out_shape(s), filter_shape=s.args[1], **s.attrs)
     for s in _CONV_SAMPLES])
 def _conv_backprop_filter(input, out_backprop, *, filter_shape, strides, padding,  # noqa: A002

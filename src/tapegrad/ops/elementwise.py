@@ -6,17 +6,24 @@ the textbook derivatives (Abramowitz & Stegun ch. 4); where one is less obvious 
 is given on the row. Broadcasting and type promotion of the inputs are undone centrally by the
 tape, so binary formulas return output-shaped gradients.
 
-Complex inputs follow the convention of TensorFlow and PyTorch (also ``tg.fft``'s): the
-cotangent of a complex ``z`` for a real loss ``L`` is ``dL/dRe(z) + i dL/dIm(z)``. For a
-holomorphic ``f`` this makes the gradient ``dy * conj(f'(z))``, which the rows listed in
+Complex inputs follow the convention of TensorFlow and PyTorch (also ``tg.fft``'s;
+``docs/architecture.md``, "Complex numbers"): the cotangent of a complex ``z`` for a real loss
+``L`` is ``dL/dRe(z) + i dL/dIm(z)``, and a tangent is the plain derivative ``f'(z) t``. For a
+holomorphic ``f`` the gradient is ``dy * conj(f'(z))``, which the rows listed in
 ``_HOLOMORPHIC`` get from their real formula as ``conj(formula(conj(dy)))`` (the formulas are
-linear in ``dy``); the rows in ``_COMPLEX_AS_IS`` are already right for complex inputs
-(``abs``: ``dy * z / |z|``; ``real``, ``imag``, ``conj``: their own rules); every other row
-raises ``NotImplementedError`` for a complex input. A real input of a complex result gets the
-real part of its gradient.
+linear in ``dy``), and the JVP is the real formula applied to the tangent, ``f'(z) t``; the
+rows in ``_COMPLEX_AS_IS`` are right for complex inputs in both modes as they are (linear, or
+``round``'s zero); the non-holomorphic ``abs``, ``sign``, ``real``, ``imag`` (and ``conj``,
+linear over the reals) have their own complex rules in ``_COMPLEX_GRAD`` and ``_COMPLEX_JVP``
+(Wirtinger calculus: for ``f(z)`` with ``df = a dz + b conj(dz)``, the JVP is ``a t + b
+conj(t)`` and the gradient ``conj(a) dy + b conj(dy)``, ``dy`` real for a real ``f``). The rows
+in ``_REAL_ONLY`` (orders, roundings to integers, kinks) refuse complex input, as TensorFlow and
+the Array API do. A real input of a complex result gets the real part of its gradient.
 """
 from __future__ import annotations
 
+import cmath
+import functools
 import math
 
 import numpy as _np
@@ -119,7 +126,7 @@ _UNARY = [
     ("atanh", "Atanh", lambda x, y, dy: dy / (1.0 - x * x), _UNIT, "inputs"),
     ("abs", "Abs", lambda x, y, dy: dy * sign(x), _R, "inputs"),  # subgradient 0 at x = 0
     ("reciprocal", "Reciprocal", lambda x, y, dy: negative(dy * y * y), _POS, "outputs"),
-    ("sign", "Sign", _zero, _R, "none"),
+    ("sign", "Sign", _zero, _R, "inputs"),  # complex x: _sign_rule
     ("floor", "Floor", _zero, _R, "none"),
     ("ceil", "Ceil", _zero, _R, "none"),
     ("round", "Round", _zero, _R, "none"),
@@ -143,7 +150,14 @@ def _pow_d1(a, b, y, dy):
 
 
 def _pow_d2(a, b, y, dy):
-    # d(a^b)/db = a^b log a, taken as 0 where a <= 0 (as TensorFlow does)
+    # d(a^b)/db = a^b log a, taken as 0 where a <= 0 (as TensorFlow does); for a complex
+    # result log a is the principal complex logarithm, 0 where a = 0 (TensorFlow's _PowGrad)
+    if _is_complex(y):
+        if not isinstance(a, Tensor):
+            return dy * y * (cmath.log(a) if a != 0 else 0.0)
+        a = a if _is_complex(a) else astype(a, y.dtype)
+        nonzero = a != 0.0
+        return where(nonzero, dy * y * log(where(nonzero, a, ones_like(a))), zeros_like(dy))
     positive_a = a > 0.0
     safe = where(positive_a, a, ones_like(a))
     return where(positive_a, dy * y * log(safe), zeros_like(dy))
@@ -184,11 +198,41 @@ _BINARY = [
      _R, _R, "none"),
 ]
 
-# complex inputs (see the module docstring); rows in neither set raise NotImplementedError
+# complex inputs (see the module docstring); rows in none of these sets raise
+# NotImplementedError
 _HOLOMORPHIC = {"square", "sqrt", "exp", "expm1", "log", "log1p", "log2", "log10", "sin", "cos",
                 "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh",
-                "reciprocal", "multiply", "divide"}
-_COMPLEX_AS_IS = {"negative", "positive", "abs", "conj", "real", "imag", "add", "subtract"}
+                "reciprocal", "multiply", "divide", "pow"}
+_COMPLEX_AS_IS = {"negative", "positive", "conj", "add", "subtract", "round"}
+_REAL_ONLY = {"floor", "ceil", "trunc", "atan2", "maximum", "minimum", "hypot", "logaddexp",
+              "remainder", "floor_divide", "copysign", "nextafter", "signbit", "less",
+              "less_equal", "greater", "greater_equal"}
+
+
+def _abs_jvp(x, y, t):
+    # |z|: d|z| = Re(conj(z) dz) / |z| = Re(conj(sign(z)) dz) (0 at z = 0, the subgradient)
+    return real(conj(sign(x)) * t)
+
+
+def _sign_rule(x, y, d):
+    # sign(z) = s = z / |z|, Wirtinger a = 1 / (2|z|), b = -s^2 / (2|z|): the JVP a t + b conj(t)
+    # and the gradient conj(a) dy + b conj(dy) are both i s Im(conj(s) d) / |z| (0 at z = 0)
+    s, r = sign(x), abs(x)
+    return (s * 1j) * imag(conj(s) * d) / where(r == 0.0, ones_like(r), r)
+
+
+_COMPLEX_GRAD = {  # the gradient rows' complex formulas, f(x, y, dy), beside _HOLOMORPHIC's
+    "abs": lambda x, y, dy: dy * sign(x),  # conj(a) dy + b dy with a = b = conj(z) / (2|z|)
+    "sign": _sign_rule,
+    "real": lambda x, y, dy: astype(dy, x.dtype),  # Re z: d/dRe = 1, d/dIm = 0
+    "imag": lambda x, y, dy: astype(dy, x.dtype) * 1j,  # Im z: d/dRe = 0, d/dIm = 1
+}
+_COMPLEX_JVP = {  # the JVPs of the non-holomorphic rows for complex inputs, f(x, y, t)
+    "abs": _abs_jvp,
+    "sign": _sign_rule,
+    "real": lambda x, y, t: real(t),
+    "imag": lambda x, y, t: imag(t),
+}
 
 _NONDIFF_UNARY = ["logical_not", "isnan", "isinf", "isfinite", "signbit", "bitwise_invert"]
 _NONDIFF_BINARY = ["equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
@@ -200,6 +244,11 @@ def _camel(name):
     return "".join(p.capitalize() for p in name.split("_"))
 
 
+def _real_pair(a, b) -> bool:
+    """True if both have NumPy real floating dtypes (the common case, tested cheaply)."""
+    return getattr(a._value.dtype, "kind", None) == "f" == getattr(b._value.dtype, "kind", None)
+
+
 def _is_complex(t) -> bool:
     dt = t._value.dtype
     kind = getattr(dt, "kind", None)  # NumPy dtypes: cheap; others: by name
@@ -207,19 +256,36 @@ def _is_complex(t) -> bool:
 
 
 def _complex_rule(name, formula):
-    """``formula`` for complex results, as the module docstring says (real ones use ``formula``
-    itself)."""
+    """The gradient ``formula`` for complex values, as the module docstring says (real ones use
+    ``formula`` itself)."""
     if name in _COMPLEX_AS_IS:
         return formula
+    if name in _COMPLEX_GRAD:
+        return _COMPLEX_GRAD[name]
     if name in _HOLOMORPHIC:
         def rule(*args):
             *xs, y, dy = args
             return conj(formula(*xs, y, conj(dy)))
     else:
-        def rule(*args):
-            raise NotImplementedError(
-                f"the gradient of {name} for complex inputs is not implemented (only real inputs "
-                "are differentiable); differentiate real(z) and imag(z) separately if you need it")
+        rule = _complex_not_implemented(name)
+    return rule
+
+
+def _complex_jvp_rule(name, formula):
+    """The JVP ``formula`` for complex values: the real formula applied to the tangent for the
+    holomorphic and as-is rows (``f'(z) t``), the non-holomorphic rows' own."""
+    if name in _COMPLEX_JVP:
+        return _COMPLEX_JVP[name]
+    if name in _HOLOMORPHIC or name in _COMPLEX_AS_IS:
+        return formula
+    return _complex_not_implemented(name)
+
+
+def _complex_not_implemented(name):
+    def rule(*args):
+        raise NotImplementedError(
+            f"the derivative of {name} for complex inputs is not implemented (only real inputs "
+            "are differentiable); differentiate real(z) and imag(z) separately if you need it")
 
     return rule
 
@@ -236,40 +302,67 @@ _imag_forward.__name__ = "imag"
 
 def _define_unary(name, op_type, formula, domain, reads):
     forward = _imag_forward if name == "imag" else _unary_forward(name)
-    op = primitive(op_type, samples=_unary_samples(domain))(forward)
-    op.__doc__ = f"Elementwise ``{name}(x)``; Array API semantics. x: any shape, float dtype."
+    op = primitive(op_type, samples=_unary_samples(domain), real_only=name in _REAL_ONLY)(forward)
+    op.__doc__ = (f"Elementwise ``{name}(x)``; Array API semantics. x: any shape, float dtype"
+                  + (" (real only: complex input raises ``TypeError``)." if name in _REAL_ONLY
+                     else " or complex (see the module docstring for complex derivatives)."))
     complex_formula = _complex_rule(name, formula)
+    complex_jvp = _complex_jvp_rule(name, formula)
 
     @RegisterGradient(op_type, reads=reads)
     def grad(o, dy):
-        if getattr(dy._value.dtype, "kind", None) == "f" or not _is_complex(dy):  # cheap first
-            return formula(o.inputs[0], o.outputs[0], dy)  # dy has the output's dtype
-        return complex_formula(o.inputs[0], o.outputs[0], dy)
+        x = o.inputs[0]  # a Dropped placeholder has the dtype too
+        if _real_pair(dy, x) or not (_is_complex(dy) or _is_complex(x)):
+            return formula(x, o.outputs[0], dy)  # dy has the output's dtype
+        return complex_formula(x, o.outputs[0], dy)
 
     @RegisterJVP(op_type)
     def jvp(o, t):
-        # an elementwise op's Jacobian is diagonal, so J t = J^T t: the gradient formula
-        # applied to the tangent (real inputs; complex ones take the transposed VJP)
-        y = o.outputs[0]
-        kind = getattr(y._value.dtype, "kind", None)
-        real = kind == "f" == getattr(t._value.dtype, "kind", None)  # NumPy dtypes: cheap first
-        if not real and (_is_complex(y) or _is_complex(t)):
-            return NotImplemented
-        return formula(o.inputs[0], y, t)
+        # an elementwise op's Jacobian is diagonal, so J t = J^T t for real values: the
+        # gradient formula applied to the tangent; complex ones: the module docstring
+        x = o.inputs[0]
+        if _real_pair(t, x) or not (_is_complex(t) or _is_complex(x)):
+            return formula(x, o.outputs[0], t)
+        return complex_jvp(x, o.outputs[0], t)
 
     return op
+
+
+def holomorphic(grad):
+    """The gradient function ``grad`` (its real formula, ``J^T dy``) made right for complex
+    values of an op whose outputs are holomorphic in its floating inputs (products, ``prod``,
+    ``sigmoid``): tapegrad's convention (TensorFlow's) gives ``conj(J)^T dy``, which is
+    ``conj(grad(op, conj(dy)))`` (``grad`` is linear in ``dy`` and reads the inputs
+    holomorphically); a real input of a complex result gets the real part. Real values take
+    ``grad`` itself. The JVP of such an op is its real rule: ``J t``."""
+    @functools.wraps(grad)
+    def rule(op, *dys):
+        if not any(d is not None and _is_complex(d) for d in dys):
+            return grad(op, *dys)
+        gs = grad(op, *[None if d is None else conj(d) for d in dys])
+        single = not isinstance(gs, (tuple, list))
+        out = [_real_part_for_real(None if g is None else conj(g), x)
+               for g, x in zip([gs] if single else gs, op.inputs)]
+        return out[0] if single else tuple(out)
+
+    return rule
 
 
 def _real_part_for_real(g, x):
     """The gradient ``g`` of input ``x`` of an op with a complex result: its real part if ``x``
     is real (``x`` may be None or a Python scalar when ``g`` is None)."""
-    return real(g) if g is not None and _is_complex(g) and not _is_complex(x) else g
+    if g is None or not hasattr(x, "_value"):
+        return g
+    return real(g) if _is_complex(g) and not _is_complex(x) else g
 
 
 def _define_binary(name, op_type, f1, f2, dom1, dom2, reads):
-    op = primitive(op_type, samples=_binary_samples(dom1, dom2))(_binary_forward(name))
+    op = primitive(op_type, samples=_binary_samples(dom1, dom2),
+                   real_only=name in _REAL_ONLY)(_binary_forward(name))
     op.__doc__ = (f"Elementwise ``{name}(x1, x2)`` with broadcasting and Array API type "
-                  "promotion; either input may be a Python scalar.")
+                  "promotion; either input may be a Python scalar"
+                  + (" (real only: complex input raises ``TypeError``)." if name in _REAL_ONLY
+                     else ", real or complex (see the module docstring for complex derivatives)."))
     c1, c2 = _complex_rule(name, f1), _complex_rule(name, f2)
 
     @RegisterGradient(op_type, reads=reads)
@@ -286,24 +379,24 @@ def _define_binary(name, op_type, f1, f2, dom1, dom2, reads):
     @RegisterJVP(op_type)
     def jvp(o, t1, t2):
         # diagonal partial Jacobians: each formula applied to its tangent, broadcast to the
-        # output's shape (real values; complex ones take the transposed VJP)
+        # output's shape; for complex values the rows here are holomorphic or linear, so the
+        # same formulas give f'(z) t (the module docstring), cast to a complex output's dtype
         a, b = o.inputs
         y = o.outputs[0]
-        if getattr(y._value.dtype, "kind", None) != "f" and _is_complex(y):
-            return NotImplemented
         shape = y._value.shape
         d1 = d2 = None
         if t1 is not None:
             d1 = f1(a, b, y, t1 if t1._value.shape == shape else broadcast_to(t1, shape))
         if t2 is not None:
             d2 = f2(a, b, y, t2 if t2._value.shape == shape else broadcast_to(t2, shape))
-        return d2 if d1 is None else d1 if d2 is None else d1 + d2
+        d = d2 if d1 is None else d1 if d2 is None else d1 + d2
+        return d if d._value.dtype == y._value.dtype else astype(d, y.dtype)
 
     return op
 
 
 def _define_nondiff(name, forward):
-    op = primitive(_camel(name))(forward(name))
+    op = primitive(_camel(name), real_only=name in _REAL_ONLY)(forward(name))
     op.__doc__ = f"Elementwise ``{name}``; boolean or integer result, never differentiable."
     no_gradient(_camel(name))
     return op
@@ -365,7 +458,8 @@ def _where_grad(op, dy):
     return None, where(c, dy, z), where(c, z, dy)
 
 
-@primitive("Clip", samples=[Sample((3, 4), -0.5, 0.7), Sample((3, 4), Arg((4,), (-2, -0.5)),
+@primitive("Clip", real_only=True,
+           samples=[Sample((3, 4), -0.5, 0.7), Sample((3, 4), Arg((4,), (-2, -0.5)),
                                                               Arg((3, 1), (0.5, 2)))])
 def _clip(x, lo, hi):
     return _ns(x).clip(x, lo, hi)
@@ -415,7 +509,10 @@ def clip(x, /, min=None, max=None):  # noqa: A002 - Array API names
                              Sample((0, 2), dtype=_ns(0).float32)])
 def _cast(x, *, dtype):
     xp = _ns(x)
-    return xp.astype(x, xp_dtype(xp, dtype), copy=True)  # the standard's default; not JAX's
+    dtype = xp_dtype(xp, dtype)
+    if xp.isdtype(x.dtype, "complex floating") and not xp.isdtype(dtype, "complex floating"):
+        x = xp.real(x)  # TensorFlow's cast: the real part, on every backend
+    return xp.astype(x, dtype, copy=True)  # the standard's default; not JAX's
 
 
 @RegisterGradient("Cast", reads="inputs")
@@ -442,12 +539,14 @@ def _is_floating_dtype(dtype):
 
 
 def astype(x, dtype, /, *, copy=True, device=None):
-    """Cast ``x`` to ``dtype`` with the backend's casting rules (complex to real: NumPy warns
-    and keeps the real part, array-api-strict raises).
+    """Cast ``x`` to ``dtype`` with the backend's casting rules; complex to real keeps the real
+    part on every backend, as TensorFlow's ``cast`` does (NumPy would warn, array-api-strict
+    raise).
 
     ``copy=False`` returns ``x`` itself when it already has ``dtype``; ``device`` moves the
     result (see :func:`to_device`). Gradient: the cotangent cast back (its real part for a
-    real ``x`` cast to complex; none for integer and boolean ``x``).
+    real ``x`` cast to complex; none for integer and boolean ``x``). JVP: the tangent cast the
+    same way (none for an integer or boolean result).
     """
     y = x if not copy and isinstance(x, Tensor) and x.dtype == dtype else _cast(x, dtype=dtype)
     if device is not None:

@@ -29,8 +29,11 @@ the other direction with the *dual* normalisation (backward <-> forward, ortho <
 The JAX convention (``dL/dRe(z) - i dL/dIm(z)``) is the complex conjugate of this one; for real
 inputs, and so for every real -> real composite, both give the same gradient.
 
-Testing note: the registry-driven gradient check compares real parts of complex outputs only
-(it casts outputs to float64); ``tests/test_fft.py`` checks the full complex VJPs.
+Forward mode: every transform is real-linear, so its JVP is the transform of the tangent
+(``linear_jvp``), in every convention. The registry-driven checks run every transform on real
+and complex samples (complex outputs as (real, imaginary) pairs); ``tests/test_fft.py`` checks
+complex VJPs and JVPs against JAX too. The ``r2c`` transforms (``rfft``, ``rfftn``, ``ihfft``)
+refuse complex input (``real_only``), as their public functions do.
 """
 from __future__ import annotations
 
@@ -308,7 +311,8 @@ def _samples(name):
 def _define(name):
     op_type = _TABLE[name][0]
     make = _forward_nd if name.endswith("n") else _forward_1d
-    prim = primitive(op_type, samples=_samples(name))(make(name))
+    prim = primitive(op_type, samples=_samples(name),
+                     real_only=_TABLE[name][1] == "r2c")(make(name))
     RegisterGradient(op_type)(_fft_grad)
     RegisterJVP(op_type)(linear_jvp)  # every transform is (real-)linear: itself on the tangent
     _PRIMITIVES[name] = prim

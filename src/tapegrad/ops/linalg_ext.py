@@ -40,7 +40,7 @@ from .._tensor import Tensor
 from .conversion import asarray
 from .creation import ones_like, zeros_like
 from .elementwise import abs as _abs
-from .elementwise import astype, sign, where
+from .elementwise import astype, holomorphic, sign, where
 from .products import _bilinear_jvp, matmul
 from .manipulation import _shape, concat, expand_dims, matrix_transpose, reshape
 from .reductions import _kept_shape, _sum_to
@@ -975,10 +975,10 @@ def _outer(x1, x2):
 
 
 @RegisterGradient("Outer")
+@holomorphic  # complex: da = dy conj(b), db = dy^T conj(a)
 def _outer_grad(op, dy):
     # y_ij = a_i b_j: da = dy b, db = dy^T a
     a, b = op.inputs
-    _real_only("outer", a, b)
     return matmul(dy, b), matmul(a, dy)
 
 
@@ -989,7 +989,8 @@ def outer(x1, x2, /):
     """Outer product of two vectors: ``(N,)`` and ``(M,)`` -> ``(N, M)``.
 
     Raises ``ValueError`` unless both are 1-d. Gradient: ``dx1 = dy @ x2``,
-    ``dx2 = x1 @ dy``; real dtypes only.
+    ``dx2 = x1 @ dy`` (with ``conj(x2)``, ``conj(x1)`` for complex values, TensorFlow's
+    convention); JVP ``outer(dx1, x2) + outer(x1, dx2)``.
     """
     return _outer(x1, x2)
 
@@ -1012,11 +1013,11 @@ def _cross(x1, x2, *, axis=-1):
 
 
 @RegisterGradient("Cross")
+@holomorphic  # complex: conj(b) x dy, dy x conj(a)
 def _cross_grad(op, dy):
     # <dy, a x b> = <b x dy, a> = <dy x a, b> (scalar triple product); the tape sums these
     # output-shaped gradients over broadcast axes
     a, b = op.inputs
-    _real_only("cross", a, b)
     axis = op.attrs.get("axis", -1)
     return _cross(b, dy, axis=axis), _cross(dy, a, axis=axis)
 
@@ -1030,7 +1031,8 @@ def cross(x1, x2, /, *, axis=-1):
     x1, x2: size 3 along ``axis`` (a negative int, Array API 2023.12+). Result: the broadcast
     shape. Raises ``ValueError`` for a positive or out-of-range axis, a size other than 3, or
     shapes that do not broadcast. Gradient: ``dx1 = x2 x dy``, ``dx2 = dy x x1`` (scalar
-    triple product), summed over broadcast axes; real dtypes only.
+    triple product), summed over broadcast axes (with ``conj(x2)``, ``conj(x1)`` for complex
+    values, TensorFlow's convention); JVP ``dx1 x x2 + x1 x dx2``.
     """
     return _cross(x1, x2, axis=axis)
 

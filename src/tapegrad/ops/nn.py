@@ -56,7 +56,7 @@ except NotImplementedError:
 
 
 # --- relu, leaky_relu, elu -----------------------------------------------------------------------
-@primitive("Relu", samples=_UNARY)
+@primitive("Relu", real_only=True, samples=_UNARY)
 def _relu(features):
     return _ns(features).maximum(features, 0)
 
@@ -71,7 +71,7 @@ def _relu_grad(op, dy):
     return _relu_backprop(dy, op.outputs[0])
 
 
-@primitive("ReluGrad", samples=[Sample((3, 4), Arg((3, 4), (0.1, 1.0))),
+@primitive("ReluGrad", real_only=True, samples=[Sample((3, 4), Arg((3, 4), (0.1, 1.0))),
                                 Sample((3, 4), Arg((3, 4), (-1.0, 1.0)))])
 def _relu_backprop(dy, y):
     # TF ReluGrad: dy where y > 0, else 0 (subgradient 0 at the kink); one fused kernel
@@ -100,7 +100,7 @@ def relu(features, name=None):
     return _relu(features)
 
 
-@primitive("LeakyRelu", samples=[*_UNARY, Sample((3, 4), alpha=0.1)])
+@primitive("LeakyRelu", real_only=True, samples=[*_UNARY, Sample((3, 4), alpha=0.1)])
 def _leaky_relu(features, *, alpha=0.2):
     return _ns(features).where(features > 0, features, alpha * features)
 
@@ -123,7 +123,7 @@ def leaky_relu(features, alpha=0.2, name=None):
     return _leaky_relu(features, alpha=alpha)
 
 
-@primitive("Elu", samples=_UNARY)
+@primitive("Elu", real_only=True, samples=_UNARY)
 def _elu(features):
     xp = _ns(features)
     return xp.where(features > 0, features, xp.expm1(xp.minimum(features, 0)))
@@ -149,7 +149,7 @@ def elu(features, name=None):
 
 
 # --- sigmoid, softplus ---------------------------------------------------------------------------
-@primitive("Sigmoid", samples=_UNARY)
+@primitive("Sigmoid", real_only=True, samples=_UNARY)
 def _sigmoid(x):
     xp = _ns(x)
     e = xp.exp(-xp.abs(x))  # never overflows
@@ -176,7 +176,7 @@ def sigmoid(x, name=None):
     return _sigmoid(x)
 
 
-@primitive("Softplus", samples=_UNARY)
+@primitive("Softplus", real_only=True, samples=_UNARY)
 def _softplus(features):
     return _ns(features).logaddexp(features, 0.0)
 
@@ -206,7 +206,7 @@ _C = math.sqrt(2.0 / math.pi)
 _K = 0.044715
 
 
-@primitive("Gelu", samples=[*_UNARY, Sample((3, 4), approximate=True),
+@primitive("Gelu", real_only=True, samples=[*_UNARY, Sample((3, 4), approximate=True),
                             Sample((), approximate=True)])
 def _gelu(features, *, approximate=False):
     xp = _ns(features)
@@ -223,10 +223,11 @@ def _gelu_grad(op, dy):
 RegisterJVP("Gelu")(_gelu_grad)  # a diagonal Jacobian: the gradient's formula
 
 
-@primitive("GeluGrad", samples=[Sample((3, 4), (3, 4)), Sample((3, 4), (4,)), Sample((), ()),
-                                Sample((0, 2), (2,)), Sample((1,), (1,)),
-                                Sample((3, 4), (3, 4), approximate=True),
-                                Sample((2, 3), (3,), approximate=True)])
+@primitive("GeluGrad", real_only=True,
+           samples=[Sample((3, 4), (3, 4)), Sample((3, 4), (4,)), Sample((), ()),
+                    Sample((0, 2), (2,)), Sample((1,), (1,)),
+                    Sample((3, 4), (3, 4), approximate=True),
+                    Sample((2, 3), (3,), approximate=True)])
 def _gelu_grad_op(dy, features, *, approximate=False):
     # dy * gelu'(x). Exact: gelu' = Phi(x) + x phi(x) (Hendrycks & Gimpel 2016).
     # Tanh form, u = c (x + k x^3), t = tanh(u): gelu' = (1 + t) / 2 + x (1 - t^2) u' / 2.
@@ -291,7 +292,7 @@ _SOFTMAX = [Sample((3, 4)), Sample((2, 3, 4), axis=1), Sample((1,)), Sample((0, 
             Sample((1, 1), axis=0), Sample((5,), domain=(-5.0, 5.0))]
 
 
-@primitive("Softmax", samples=_SOFTMAX)
+@primitive("Softmax", real_only=True, samples=_SOFTMAX)
 def _softmax(logits, *, axis=-1):
     xp = _ns(logits)
     e = xp.exp(logits - xp.max(logits, axis=axis, keepdims=True))
@@ -326,7 +327,7 @@ def softmax(logits, axis=-1, name=None):
     return _softmax(logits, axis=-1 if axis is None else axis)
 
 
-@primitive("LogSoftmax", samples=_SOFTMAX)
+@primitive("LogSoftmax", real_only=True, samples=_SOFTMAX)
 def _log_softmax(logits, *, axis=-1):
     xp = _ns(logits)
     s = logits - xp.max(logits, axis=axis, keepdims=True)
@@ -396,7 +397,7 @@ def _index_array(xp, labels):
     return labels if hasattr(labels, "dtype") and hasattr(labels, "shape") else xp.asarray(labels)
 
 
-@primitive("SparseSoftmaxCrossEntropyWithLogits", samples=[
+@primitive("SparseSoftmaxCrossEntropyWithLogits", real_only=True, samples=[
     Sample(_np.asarray([0, 3, 1]), (3, 4)), Sample(_np.asarray(2), (5,)),
     Sample(_np.asarray([[0, 1], [2, 0]]), (2, 2, 3)), Sample(_np.zeros((0,), dtype=int), (0, 3)),
     Sample(_np.asarray([0]), (1, 1)),
@@ -426,7 +427,7 @@ def _sparse_softmax_ce_grad(op, dy):
     return None, _sparse_softmax_ce_backprop(dy, labels, logits)
 
 
-@primitive("SparseSoftmaxCrossEntropyWithLogitsGrad", samples=[
+@primitive("SparseSoftmaxCrossEntropyWithLogitsGrad", real_only=True, samples=[
     Sample((3,), _np.asarray([0, 3, 1]), (3, 4)), Sample((), _np.asarray(2), (5,)),
     Sample((2, 2), _np.asarray([[0, 1], [2, 0]]), (2, 2, 3)),
     Sample((0,), _np.zeros((0,), dtype=int), (0, 3)),
@@ -508,7 +509,7 @@ def sparse_softmax_cross_entropy_with_logits(labels, logits, name=None):
 _rng = _np.random.default_rng(1)
 
 
-@primitive("SigmoidCrossEntropyWithLogits", samples=[
+@primitive("SigmoidCrossEntropyWithLogits", real_only=True, samples=[
     Sample(_rng.uniform(0.05, 0.95, (3, 4)), (3, 4)), Sample(_np.asarray(0.3), ()),
     Sample(_np.zeros((0, 2)), (0, 2)), Sample(_np.asarray([1.0]), (1,), domain=(-6.0, 6.0)),
 ])

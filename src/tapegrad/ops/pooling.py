@@ -76,7 +76,8 @@ def _out_shape(shape, attrs):
 TIE_FREE = (-500.0, 500.0)
 
 
-@primitive("MaxPool", samples=[Sample(Arg(shape, TIE_FREE), **a) for shape, a in _POOL_GEOMETRY])
+@primitive("MaxPool", real_only=True,
+           samples=[Sample(Arg(shape, TIE_FREE), **a) for shape, a in _POOL_GEOMETRY])
 def _max_pool(input, *, ksize, strides, padding):  # noqa: A002 - TF's name
     xp = _ns(input)
     return xp.max(_windows(xp, input, ksize, strides, padding, -xp.inf), axis=0)
@@ -93,8 +94,9 @@ def _max_pool_jvp(op, t):
     return _max_pool_grad_grad(op.inputs[0], t, **op.attrs)
 
 
-@primitive("MaxPoolGrad", samples=[Sample(Arg(shape, TIE_FREE), _out_shape(shape, a), **a)
-                                   for shape, a in _POOL_GEOMETRY])
+@primitive("MaxPoolGrad", real_only=True,
+           samples=[Sample(Arg(shape, TIE_FREE), _out_shape(shape, a), **a)
+                    for shape, a in _POOL_GEOMETRY])
 def _max_pool_backprop(input, grad, *, ksize, strides, padding):  # noqa: A002
     xp = _ns(input, grad)
     mask = _argmax_mask(xp, input, ksize, strides, padding)
@@ -115,7 +117,7 @@ def _max_pool_backprop_jvp(op, t_input, t_grad):
     return None if t_grad is None else _max_pool_backprop(op.inputs[0], t_grad, **op.attrs)
 
 
-@primitive("MaxPoolGradGrad", samples=[Sample(Arg(shape, TIE_FREE), shape, **a)
+@primitive("MaxPoolGradGrad", real_only=True, samples=[Sample(Arg(shape, TIE_FREE), shape, **a)
                                        for shape, a in _POOL_GEOMETRY])
 def _max_pool_grad_grad(input, grad, *, ksize, strides, padding):  # noqa: A002
     xp = _ns(input, grad)
@@ -151,7 +153,7 @@ def _counts(xp, input_shape, ksize, strides, padding, like):
     return total
 
 
-@primitive("AvgPool", samples=[Sample(shape, **a) for shape, a in _POOL_GEOMETRY])
+@primitive("AvgPool", real_only=True, samples=[Sample(shape, **a) for shape, a in _POOL_GEOMETRY])
 def _avg_pool(input, *, ksize, strides, padding):  # noqa: A002
     xp = _ns(input)
     sums = xp.sum(_windows(xp, input, ksize, strides, padding, 0), axis=0)
@@ -167,8 +169,9 @@ def _avg_pool_grad(op, dy):
 RegisterJVP("AvgPool")(linear_jvp)
 
 
-@primitive("AvgPoolGrad", samples=[Sample(_out_shape(shape, a), input_shape=shape, **a)
-                                   for shape, a in _POOL_GEOMETRY])
+@primitive("AvgPoolGrad", real_only=True,
+           samples=[Sample(_out_shape(shape, a), input_shape=shape, **a)
+                    for shape, a in _POOL_GEOMETRY])
 def _avg_pool_backprop(grad, *, input_shape, ksize, strides, padding):
     xp = _ns(grad)
     spread = grad / _counts(xp, input_shape, ksize, strides, padding, grad)

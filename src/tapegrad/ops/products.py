@@ -17,6 +17,7 @@ from .._backend import register_kernel as _register_kernel
 from .._registry import RegisterGradient, RegisterJVP, Sample, primitive, rule_op
 from .._tensor import Tensor
 from .manipulation import _shape, expand_dims, matrix_transpose, permute_dims, reshape
+from .elementwise import _is_complex, _real_part_for_real, conj, holomorphic
 from .reductions import _sum_to
 
 
@@ -58,6 +59,7 @@ RegisterJVP("MatMul")(_bilinear_jvp)  # d(A B) = dA B + A dB
 
 
 @RegisterGradient("MatMul", reads="inputs")
+@holomorphic  # complex: dA = dC B^H, dB = A^H dC
 def _matmul_grad(op, dy):
     # dA = dC B^T, dB = A^T dC; a 1-d operand acts as a (1, n) row / (n, 1) column whose
     # added axis is absent from dC, so it is restored in dC and removed from the gradient
@@ -87,7 +89,8 @@ def matmul(x1, x2, /):
     A 1-d ``x1`` is a row vector and a 1-d ``x2`` a column vector whose added axis is removed
     from the result (``(K,) @ (K,)`` is 0-d). Raises ``ValueError`` for 0-d operands or
     mismatched inner dimensions. Gradient: ``dx1 = dy @ x2^T``, ``dx2 = x1^T @ dy``, summed
-    over broadcast batch axes.
+    over broadcast batch axes (conjugate transposes ``x2^H``, ``x1^H`` for complex values,
+    TensorFlow's convention); JVP ``dx1 @ x2 + x1 @ dx2``.
     """
     return _matmul(x1, x2)
 
@@ -143,6 +146,7 @@ RegisterJVP("TensorDot")(_bilinear_jvp)
 
 
 @RegisterGradient("TensorDot")
+@holomorphic
 def _tensordot_grad(op, dy):
     # dy has the free axes of x1, then those of x2. Contracting dy with one input over that
     # input's free axes gives the other input's gradient, with axes in a known order that
@@ -167,7 +171,9 @@ def tensordot(x1, x2, /, *, axes=2):
     axes: an int ``n`` (the last ``n`` axes of ``x1`` with the first ``n`` of ``x2``) or a
     pair of sequences of axes to contract, of equal sizes. Result: the free axes of ``x1``
     followed by those of ``x2``. Raises ``ValueError`` for missing or mismatched axes.
-    Gradient: ``dy`` contracted with the other operand over its free axes, axes permuted back.
+    Gradient: ``dy`` contracted with the other operand (its conjugate for complex values,
+    TensorFlow's convention) over its free axes, axes permuted back; JVP
+    ``tensordot(dx1, x2) + tensordot(x1, dx2)``.
     """
     return _tensordot(x1, x2, axes=axes)
 
@@ -191,11 +197,13 @@ RegisterJVP("VecDot")(_bilinear_jvp)  # also for complex: vecdot conjugates x1 l
 
 @RegisterGradient("VecDot")
 def _vecdot_grad(op, dy):
-    # y = sum(x1 * x2, axis): dx1 = dy * x2, dx2 = dy * x1 (real dtypes), with dy's reduced
-    # axis restored and broadcasting undone
+    # y = sum(conj(x1) * x2, axis): dx1 = conj(dy) * x2, dx2 = dy * x1 (tapegrad's convention:
+    # y is anti-holomorphic in x1, holomorphic in x2; for real values dy * x2 and dy * x1),
+    # with dy's reduced axis restored, broadcasting undone, real parts for real inputs
     a, b = op.inputs
     dy = expand_dims(dy, axis=op.attrs.get("axis", -1))
-    return _sum_to(dy * b, a.shape), _sum_to(dy * a, b.shape)
+    da = _sum_to((conj(dy) if _is_complex(dy) else dy) * b, a.shape)
+    return _real_part_for_real(da, a), _real_part_for_real(_sum_to(dy * a, b.shape), b)
 
 
 def vecdot(x1, x2, /, *, axis=-1):
@@ -203,7 +211,8 @@ def vecdot(x1, x2, /, *, axis=-1):
 
     x1, x2: at least 1-d, equal sizes along ``axis``, the other axes broadcast. Result: the
     broadcast shape without ``axis``. Raises ``ValueError`` otherwise. Gradient:
-    ``dx1 = dy * x2``, ``dx2 = dy * x1`` broadcast along ``axis`` (real dtypes).
+    ``dx1 = conj(dy) * x2``, ``dx2 = dy * x1`` broadcast along ``axis`` (``dy * x2`` and
+    ``dy * x1`` for real dtypes); JVP ``vecdot(dx1, x2) + vecdot(x1, dx2)``.
     """
     n = max(len(_shape(x1)), len(_shape(x2)))
     if not -n <= axis < n:
@@ -357,6 +366,7 @@ def _einsum_operand_grad(dy, operands, inputs, output, j):
 
 
 @RegisterGradient("Einsum", reads="inputs")
+@holomorphic
 def _einsum_grad(op, dy):
     inputs, output = _split(op.attrs["subscripts"])
     ops = op.inputs
@@ -397,8 +407,9 @@ def einsum(subscripts, *operands):
     no input, ``TypeError`` if ``subscripts`` is not a string. The forward is the backend's
     ``einsum`` (NumPy, JAX, ...), through NumPy where the backend has none (the Array API
     standard has no einsum). Gradient: another einsum per operand (see
-    ``_einsum_operand_grad``), so to any order; JVP: the sum of the einsums with one operand
-    replaced by its tangent (multilinearity).
+    ``_einsum_operand_grad``; of the other operands' conjugates for complex values, TensorFlow's
+    convention), so to any order; JVP: the sum of the einsums with one operand replaced by its
+    tangent (multilinearity).
     """
     shapes = [tuple(getattr(x, "shape", np.shape(x))) for x in operands]
     inputs, output = _parse(subscripts, shapes)

@@ -16,7 +16,7 @@ from .._backend import xp_dtype as _xp_dtype
 from .._registry import RegisterGradient, RegisterJVP, Sample, linear_jvp, no_gradient, primitive
 from .conversion import asarray
 from .creation import ones_like, zeros_like
-from .elementwise import astype, logical_and, logical_or, where
+from .elementwise import astype, holomorphic, logical_and, logical_or, where
 from .manipulation import broadcast_to, concat, flip, reshape
 
 _AXIS_SAMPLES = [Sample((3, 4)), Sample((3, 4), axis=1), Sample((2, 3, 4), axis=(0, 2)),
@@ -156,6 +156,7 @@ def _prod(x, *, axis=None, dtype=None, keepdims=False):
 
 
 @RegisterGradient("Prod")
+@holomorphic
 def _prod_grad(op, dy):
     # d(prod x)/dx_i = product of the other elements of x_i's slice. Written without dividing
     # by zero (the product p of the slice's nonzero elements and its number n0 of zeros):
@@ -184,14 +185,16 @@ def prod(x, /, *, axis=None, dtype=None, keepdims=False):
     """Product over ``axis`` (None: all axes; int or tuple of ints); 1 for empty slices.
 
     Shapes as :func:`sum`. Gradient: the cotangent times the product of the *other* elements
-    of each slice, computed without division so that zeros in ``x`` are handled exactly.
+    of each slice, computed without division so that zeros in ``x`` are handled exactly
+    (conjugated for complex ``x``, TensorFlow's convention); JVP: those products contracted
+    with the tangent.
     """
     return _prod(x, axis=axis, dtype=dtype, keepdims=keepdims)
 
 
 # --- max, min --------------------------------------------------------------------------------
-_max = primitive("Max", samples=_NONEMPTY_SAMPLES)(_reduction("max"))
-_min = primitive("Min", samples=_NONEMPTY_SAMPLES)(_reduction("min"))
+_max = primitive("Max", real_only=True, samples=_NONEMPTY_SAMPLES)(_reduction("max"))
+_min = primitive("Min", real_only=True, samples=_NONEMPTY_SAMPLES)(_reduction("min"))
 
 
 def _extremum_grad(op, dy):
@@ -238,7 +241,7 @@ def min(x, /, *, axis=None, keepdims=False):  # noqa: A001 - Array API name
 
 
 # --- var, std --------------------------------------------------------------------------------
-@primitive("Var", samples=_NONEMPTY_SAMPLES + [Sample((3, 4), axis=0, correction=1.0)])
+@primitive("Var", real_only=True, samples=_NONEMPTY_SAMPLES + [Sample((3, 4), axis=0, correction=1.0)])
 def _var(x, *, axis=None, correction=0.0, keepdims=False):
     try:
         return _ns(x).var(x, axis=axis, correction=correction, keepdims=keepdims)
@@ -268,7 +271,7 @@ def _var_jvp(op, t):
     return _weighted_sum(op, 2.0 * d, t)
 
 
-@primitive("Std", samples=[  # no single-element slices: std = 0 there, its gradient infinite
+@primitive("Std", real_only=True, samples=[  # no single-element slices: std = 0 there, its gradient infinite
     Sample((3, 4)), Sample((3, 4), axis=1), Sample((2, 3, 4), axis=(0, 2)),
     Sample((3, 4), axis=-1, keepdims=True), Sample((3, 4), axis=0, correction=1.0),
     Sample((0, 3), axis=1)])
@@ -380,6 +383,7 @@ _cumulative_prod = primitive("CumulativeProd", samples=[
 
 
 @RegisterGradient("CumulativeProd")
+@holomorphic
 def _cumulative_prod_grad(op, dy):
     # y_k = prod_{i<=k} x_i, so dx_j = sum_{k>=j} dy_k prod_{i<=k, i!=j} x_i. Per slice, with
     # k0 its first zero (the exclusive-product formulation, as PyTorch's cumprod_backward):
@@ -442,7 +446,8 @@ def cumulative_prod(x, /, *, axis=None, dtype=None, include_initial=False):
     ``include_initial``. Raises ``ValueError`` for a 0-d ``x`` or a missing axis. Gradient:
     ``dx_j = sum_{k>=j} dy_k prod_{i<=k, i!=j} x_i``, computed without division so that zeros
     in ``x`` are exact (exclusive products before and after each slice's first zero); second
-    order is exact away from zeros.
+    order is exact away from zeros. Complex ``x``: that formula's conjugate (TensorFlow's
+    convention, ``elementwise.holomorphic``); the JVP is the same sum on the tangent.
     """
     return _cumulative_prod(x, axis=axis, dtype=dtype, include_initial=include_initial)
 
@@ -464,8 +469,8 @@ def count_nonzero(x, /, *, axis=None, keepdims=False):
 
 
 # --- argmax, argmin --------------------------------------------------------------------------
-_argmax = primitive("ArgMax")(_reduction("argmax"))
-_argmin = primitive("ArgMin")(_reduction("argmin"))
+_argmax = primitive("ArgMax", real_only=True)(_reduction("argmax"))
+_argmin = primitive("ArgMin", real_only=True)(_reduction("argmin"))
 
 
 no_gradient("ArgMax")

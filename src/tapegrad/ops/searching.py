@@ -31,7 +31,7 @@ def nonzero(x, /):
     return _nonzero(x)
 
 
-@primitive("SearchSorted")
+@primitive("SearchSorted", real_only=True)
 def _searchsorted(x1, x2, *, side="left", sorter=None):
     if len(x1.shape) != 1:
         raise ValueError(f"searchsorted: x1 must be 1-d (sorted ascending), got shape "

@@ -33,7 +33,7 @@ def _argsort_forward(x, axis, descending, stable):
     return xp.flip((n - 1) - i, axis=axis)
 
 
-@primitive("Sort", samples=_SORT_SAMPLES)
+@primitive("Sort", real_only=True, samples=_SORT_SAMPLES)
 def _sort(x, *, axis=-1, descending=False, stable=True):
     _check("sort", x, axis)
     xp = _ns(x)
@@ -63,7 +63,7 @@ def _sort_jvp(op, t):
     return take_along_axis(t, p, axis=axis)
 
 
-@primitive("ArgSort")
+@primitive("ArgSort", real_only=True)
 def _argsort(x, *, axis=-1, descending=False, stable=True):
     _check("argsort", x, axis)
     return _argsort_forward(x, axis, descending, stable)

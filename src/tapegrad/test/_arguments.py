@@ -46,7 +46,8 @@ def tensor_outputs(y, fname) -> list:
 
 
 def float_args(args, fname):
-    """``(positions, float64 copies, {position: original dtype name if promoted})``."""
+    """``(positions, copies, {position: original dtype name if promoted})``: the floating
+    arguments as float64 copies, complex ones as complex128 copies."""
     positions, xs, promoted = [], [], {}
     for p, a in enumerate(args):
         if isinstance(a, _SCALARS) or a is None or isinstance(a, np.generic):
@@ -54,13 +55,13 @@ def float_args(args, fname):
         dtype = getattr(a, "dtype", None)
         if dtype is None or not hasattr(a, "shape"):
             continue
-        reject_complex(dtype, f"argument {p}", fname)
         if _backend.is_floating(dtype):
             arr = np.asarray(as_numpy(a))
-            if arr.dtype != np.float64:
+            wide = np.complex128 if arr.dtype.kind == "c" else np.float64
+            if arr.dtype != wide:
                 promoted[p] = arr.dtype.name
             positions.append(p)
-            xs.append(np.array(arr, dtype=np.float64))  # a copy
+            xs.append(np.array(arr, dtype=wide))  # a copy
     return positions, xs, promoted
 
 
@@ -83,7 +84,7 @@ def prepare(checker, f, args):
 
     ``fname`` names the check in messages, ``positions``/``xs``/``promoted`` are
     :func:`float_args`'s, ``call`` is :func:`caller`'s. Raises ``TypeError`` if ``args`` is not
-    a list or tuple, an argument is complex, or none of the arguments is floating (then there
+    a list or tuple, or none of the arguments is floating (real or complex) (then there
     is nothing to differentiate, and a check would pass without checking anything).
     """
     fname = f"{checker}({getattr(f, '__qualname__', None) or repr(f)})"

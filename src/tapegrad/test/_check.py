@@ -9,7 +9,7 @@ from .._tape import GradientTape
 from ..ops.creation import zeros_like
 from ._arguments import check_tolerances, floating_outputs, is_float, prepare, to_tensor
 from ._contract import check_records, is_user_op
-from ._finite_differences import defaults, step_note, traced
+from ._finite_differences import col_shape, defaults, step_note, traced
 from ._forward_mode import forward_failures
 from ._projected import output_cotangents, projected_failures, worst_elements
 from ._report import SurrogateGradientWarning, locate, promotion_note, row_shape, table, unravel
@@ -71,10 +71,15 @@ def check_gradients(f, args, order=1, atol=None, rtol=None, eps=None, *, seed=0,
             must be floating); each floating output gets its own random cotangent. A complex
             output is checked as (real, imaginary) pairs with a complex cotangent; in reports
             its output index gains a last axis (0: real part, 1: imaginary part).
-        args: a list or tuple of the arguments. Tensors, Variables and backend arrays of a real
+        args: a list or tuple of the arguments. Tensors, Variables and backend arrays of a
             floating dtype are checked: they are passed to ``f`` as float64 Tensors (float32 and
             float16 values are **promoted to float64** for the check, so the check measures the
-            gradient formulas, not the rounding of low precision; a failure report says so).
+            gradient formulas, not the rounding of low precision; a failure report says so),
+            complex ones as complex128 Tensors. A complex input is checked as (real,
+            imaginary) pairs under tapegrad's convention (TensorFlow's: the gradient of a real
+            ``L`` is ``dL/dRe z + i dL/dIm z``), so ``<J^T u, v>`` is ``Re(sum(conj(g) v))``
+            for a complex direction ``v``, and in reports its input index gains a last axis
+            (0: real part, 1: imaginary part).
             Everything else — Python and NumPy scalars, integer and boolean arrays, shapes,
             ``None`` — is passed unchanged and treated as a constant; at least one argument
             must be floating. Size-0 inputs are passed but have nothing to check; an input that
@@ -124,8 +129,8 @@ def check_gradients(f, args, order=1, atol=None, rtol=None, eps=None, *, seed=0,
             the report of the custom gradients ``f`` uses (see :func:`check_custom_gradient`).
             Also raised, naming the op, when a custom gradient breaks its contract although
             ``f``'s gradients match.
-        TypeError: if ``args`` is not a list or tuple, an argument is complex, ``f`` returns
-            something other than Tensors, none of the arguments is floating (pass the inputs
+        TypeError: if ``args`` is not a list or tuple, ``f`` returns something other than
+            Tensors, none of the arguments is floating (pass the inputs
             to check as floating arrays, e.g. ``x.astype(np.float64)``) or none of ``f``'s
             outputs is floating (check a floating quantity): there would be nothing to check.
         ValueError: if ``order`` is not an int >= 1, ``atol`` or ``rtol`` is not a finite
@@ -233,7 +238,7 @@ def _diagnose(fn, xs, i, step, atol, rtol, k, p_analytic, p_numeric, fname, posi
     rows, n_bad, size = found
     row, col, analytic, numeric, tol, _ = rows[0]
     o, out_elem = locate(row, out_shapes)
-    in_elem = unravel(col, xs[i].shape)
+    in_elem = unravel(col, col_shape(xs[i]))
     p = positions[i]
     if k == 1:
         what = "gradient"
@@ -262,5 +267,5 @@ def _diagnose(fn, xs, i, step, atol, rtol, k, p_analytic, p_numeric, fname, posi
     if not np.isfinite(analytic) or not np.isfinite(numeric):
         lines.insert(3, "  a NaN or infinite value never passes: the function or its gradient "
                         "overflows or leaves its domain at these inputs or within eps of them")
-    lines += table(rows, n_bad, size, xs[i].shape, out_cell)
+    lines += table(rows, n_bad, size, col_shape(xs[i]), out_cell)
     return "\n".join(lines)

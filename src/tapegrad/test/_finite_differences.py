@@ -70,15 +70,34 @@ def _real_view(a) -> np.ndarray:
     return a.astype(np.float64).reshape(-1)
 
 
+def col_shape(x) -> tuple:
+    """The shape of the Jacobian columns of input ``x``: a complex input adds an axis (real,
+    imaginary), as :func:`_real_view` flattens it."""
+    return tuple(np.shape(x)) + ((2,) if np.asarray(x).dtype.kind == "c" else ())
+
+
+def unit(x, col, h):
+    """An array like ``x`` that is ``h`` at Jacobian column ``col`` and 0 elsewhere (for a
+    complex ``x``, column ``2 k`` is element ``k``'s real part, ``2 k + 1`` its imaginary one)."""
+    x = np.asarray(x)
+    d = np.zeros(x.size, dtype=x.dtype)
+    if x.dtype.kind == "c":
+        d[col // 2] = h if col % 2 == 0 else 1j * h
+    else:
+        d[col] = h
+    return d.reshape(x.shape)
+
+
 def vjp_jacobians(fn, xs) -> list:
     """Reverse-mode Jacobians of ``fn``'s (concatenated) outputs, one VJP per output element.
 
-    Returns one float64 array of shape ``(total output size, xs[i].size)`` per input.
+    Returns one float64 array of shape ``(total output size, n)`` per input, ``n`` its size
+    (twice that for a complex input, as (real, imaginary) pairs).
     """
     tape, xt, ys = traced(fn, xs)
     parts = [(1.0, 1j) if y.dtype.kind == "c" else (1.0,) for y in ys]  # rows per element
     total = sum(y.size * len(p) for y, p in zip(ys, parts))
-    jac = [np.zeros((total, x.size)) for x in xs]
+    jac = [np.zeros((total, int(np.prod(col_shape(x))))) for x in xs]
     row = 0
     for y, unit in zip(ys, parts):
         yv = y.numpy()
@@ -89,7 +108,7 @@ def vjp_jacobians(fn, xs) -> list:
                 gs = tape.gradient(y, xt, output_gradients=to_tensor(onehot.reshape(yv.shape)))
                 for J, g in zip(jac, gs):
                     if g is not None:
-                        J[row] = g.numpy().reshape(-1)
+                        J[row] = _real_view(g.numpy())
                 row += 1
     return jac
 
@@ -99,10 +118,8 @@ def fd_jacobian(fn, xs, i, step) -> np.ndarray:
     """
     x = xs[i]
     cols = []
-    for j in range(x.size):
-        d = np.zeros(x.size, dtype=x.dtype)
-        d[j] = step
-        plus, minus = shifted(fn, xs, i, d.reshape(x.shape))
+    for j in range(int(np.prod(col_shape(x)))):
+        plus, minus = shifted(fn, xs, i, unit(x, j, step))
         cols.append((plus - minus) / (2.0 * step))
     if not cols:
         return np.zeros((flat_outputs(fn, xs).size, 0))

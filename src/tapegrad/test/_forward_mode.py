@@ -8,7 +8,7 @@ from .._tape import GradientTape
 from ..forward import ForwardAccumulator
 from ._arguments import to_tensor
 from ._finite_differences import _real_view, replace, shifted
-from ._projected import directions, excess
+from ._projected import directions, directions_for, excess, real_dot
 
 _ZERO = "zero"
 
@@ -35,14 +35,20 @@ def _vjp_dot(fn, xs, i, u, v):
         flat = [y for y in ys]
     gs = tape.gradient(flat, xt[i], output_gradients=_split(u, flat),
                        unconnected_gradients=_ZERO)
-    return float(np.sum(gs.numpy() * v))
+    return real_dot(gs.numpy(), v)
 
 
 def _split(u, ys):
+    """The flat real vector ``u`` as cotangents of ``ys`` (a complex output's from pairs)."""
     out, start = [], 0
     for y in ys:
         n = int(np.prod(y.shape))
-        out.append(to_tensor(u[start:start + n].reshape(y.shape).astype(y.dtype)))
+        if y.dtype.kind == "c":
+            piece = u[start:start + 2 * n].reshape(tuple(y.shape) + (2,))
+            piece, n = piece[..., 0] + 1j * piece[..., 1], 2 * n
+        else:
+            piece = u[start:start + n].reshape(y.shape)
+        out.append(to_tensor(piece.astype(y.dtype)))
         start += n
     return out
 
@@ -53,7 +59,7 @@ def forward_failures(fn, xs, rng, step, atol, rtol, order, fname, positions) -> 
     for i, x in enumerate(xs):
         if x.size == 0:
             continue
-        (v,) = directions([x.shape], rng)
+        (v,) = directions_for([x], rng)
         jv = _jvp(fn, xs, i, v, 1)
         plus, minus = shifted(fn, xs, i, step * v)
         numeric = (plus - minus) / (2.0 * step)

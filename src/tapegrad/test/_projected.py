@@ -6,7 +6,7 @@ import numpy as np
 
 from .._tape import GradientTape
 from ._arguments import to_tensor
-from ._finite_differences import fd_jacobian, flat_outputs, shifted, vjp_jacobians
+from ._finite_differences import col_shape, fd_jacobian, flat_outputs, shifted, unit, vjp_jacobians
 
 _TABLE_ROWS = 5  # worst elements listed per failing input
 
@@ -19,6 +19,29 @@ def directions(shapes, rng) -> list:
     the continuous magnitudes make cancellation between several bad elements a coincidence.
     """
     return [rng.choice([-1.0, 1.0], size=s) * rng.uniform(1.0, 2.0, size=s) for s in shapes]
+
+
+def directions_for(xs, rng) -> list:
+    """:func:`directions` in the spaces of the arrays ``xs``: a complex array's direction is
+    complex, its real and imaginary parts drawn as :func:`directions` draws."""
+    out = []
+    for x in xs:
+        if np.asarray(x).dtype.kind == "c":
+            (d,) = directions([tuple(np.shape(x)) + (2,)], rng)
+            out.append(d[..., 0] + 1j * d[..., 1])
+        else:
+            (d,) = directions([np.shape(x)], rng)
+            out.append(d)
+    return out
+
+
+def real_dot(g, v) -> float:
+    """``<g, v>`` with complex numbers as (real, imaginary) pairs: ``Re(sum(conj(g) v))``, the
+    inner product under which tapegrad's VJP of a complex input is the transpose of its JVP."""
+    g, v = np.asarray(g), np.asarray(v)
+    if g.dtype.kind == "c" or v.dtype.kind == "c":
+        return float(np.sum(g.real * v.real + g.imag * v.imag))
+    return float(np.sum(g * v))
 
 
 def output_cotangents(ys, rng):
@@ -56,8 +79,8 @@ def projected_failures(fn, xs, rng, step, atol, rtol):
     for i, x in enumerate(xs):
         if x.size == 0:
             continue
-        (v,) = directions([x.shape], rng)
-        analytic = 0.0 if gs[i] is None else float(np.sum(gs[i].numpy() * v))
+        (v,) = directions_for([x], rng)
+        analytic = 0.0 if gs[i] is None else real_dot(gs[i].numpy(), v)
         plus, minus = shifted(fn, xs, i, step * v)
         numeric = float(u @ (plus - minus)) / (2.0 * step)
         if excess(analytic, numeric, atol, rtol) > 0:
@@ -89,9 +112,7 @@ def _kink(fn, xs, i, col, row, step, analytic, numeric, tol, cache) -> str | Non
         base = flat_outputs(fn, xs)
         sides = []
         for h in (step, step / 4.0):
-            d = np.zeros(x.size)
-            d[col] = h
-            plus, minus = shifted(fn, xs, i, d.reshape(x.shape))
+            plus, minus = shifted(fn, xs, i, unit(x, col, h))
             sides.append(((plus - base) / h, (base - minus) / h))
         cache[col] = sides
     (fwd, bwd), (fwd4, bwd4) = cache[col]

@@ -13,7 +13,8 @@ def promotion_note(promoted) -> list:
     by_dtype = {}
     for p, name in promoted.items():
         by_dtype.setdefault(name, []).append(str(p))
-    return [f"{name} inputs were promoted to float64 for this check "
+    return [f"{name} inputs were promoted to "
+            f"{'complex128' if name.startswith('complex') else 'float64'} for this check "
             f"(input{'s' if len(ps) > 1 else ''} {', '.join(ps)})"
             for name, ps in by_dtype.items()]
 
