@@ -241,3 +241,9 @@ def test_the_derivatives_of_x_to_the_power_zero_are_zero_at_zero(exponent):
         got = tape.gradient(y, b).numpy()
         np.testing.assert_array_equal(got[:2], db[:2])
         assert got[2] == 0.0  # a < 0: TensorFlow's 0 where JAX's log(a) gives nan
+
+
+def test_a_python_complex_number_is_refused_by_a_real_only_op_too():
+    with pytest.raises(TypeError, match=r"op type 'Maximum': input 'x2' has the complex dtype "
+                                        r"complex, but Maximum is defined for real numbers only"):
+        tg.maximum(tg.constant([1.0, 2.0]), 0.5j)

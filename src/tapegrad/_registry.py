@@ -217,23 +217,17 @@ def _is_complex(v) -> bool:
 
 
 def _refusing_complex(op_type, forward):
-    """``forward`` (and its NumPy fast path ``_numpy_fn``) raising ``TypeError`` for a complex
-    input: the forward of a ``real_only`` op type."""
-    def checked(fn):
-        @functools.wraps(fn)
-        def run(*values, **attrs):
-            for k, v in enumerate(values):
-                if _is_complex(v):
-                    raise _complex_input_error(op_type, forward, k, v)
-            return fn(*values, **attrs)
+    """``forward`` raising ``TypeError`` for a complex input: the forward of a ``real_only`` op
+    type. Its NumPy fast path ``_numpy_fn`` stays as it is: the op's fast paths test NumPy
+    arrays themselves (``_make_op``), without a call more."""
+    @functools.wraps(forward)
+    def run(*values, **attrs):
+        for k, v in enumerate(values):
+            if _is_complex(v):
+                raise _complex_input_error(op_type, forward, k, v)
+        return forward(*values, **attrs)
 
-        return run
-
-    out = checked(forward)
-    numpy_fn = getattr(forward, "_numpy_fn", None)
-    if numpy_fn is not None:
-        out._numpy_fn = checked(numpy_fn)
-    return out
+    return run
 
 
 def _complex_input_error(op_type, forward, k, v):
@@ -264,10 +258,13 @@ def _make_op(opdef):
     # tape -> one backend call plus a few lookups. Their forward may carry `_numpy_fn`, called
     # directly on NumPy arrays. Other ops take the general path.
     fast = getattr(forward, "_numpy_fn", None) or forward
+    real_only = opdef.real_only
     if opdef.arity == 1 and not opdef.takes_attrs:
         def op(x, /):
             v = x._value if isinstance(x, T) else _raw(x)
             if type(v) is nd:
+                if real_only and v.dtype.kind == "c":
+                    raise _complex_input_error(opdef.type, forward, 0, v)
                 out = fast(v)
                 if type(out) is not nd:
                     out = _checked_result(opdef, out, (x,))
@@ -286,6 +283,10 @@ def _make_op(opdef):
             v1 = x1._value if isinstance(x1, T) else x1 if type(x1) in scalar else _raw(x1)
             v2 = x2._value if isinstance(x2, T) else x2 if type(x2) in scalar else _raw(x2)
             if type(v1) is nd and (type(v2) is nd or type(v2) in scalar):
+                if real_only and (v1.dtype.kind == "c" or type(v2) is complex
+                                  or type(v2) is nd and v2.dtype.kind == "c"):
+                    raise _complex_input_error(opdef.type, forward, 0 if v1.dtype.kind == "c"
+                                               else 1, v1 if v1.dtype.kind == "c" else v2)
                 out = fast(v1, v2)
                 if type(out) is not nd:
                     out = _checked_result(opdef, out, (x1, x2))
