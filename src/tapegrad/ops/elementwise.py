@@ -222,7 +222,7 @@ def _sign_rule(x, y, d):
 
 
 _COMPLEX_GRAD = {  # the gradient rows' complex formulas, f(x, y, dy), beside _HOLOMORPHIC's
-    "abs": lambda x, y, dy: dy * sign(x),  # conj(a) dy + b dy with a = b = conj(z) / (2|z|)
+    "abs": lambda x, y, dy: dy * sign(x),  # conj(a) dy + b dy, a = conj(z)/2|z|, b = z/2|z|
     "sign": _sign_rule,
     "real": lambda x, y, dy: astype(dy, x.dtype),  # Re z: d/dRe = 1, d/dIm = 0
     "imag": lambda x, y, dy: astype(dy, x.dtype) * 1j,  # Im z: d/dRe = 0, d/dIm = 1
