@@ -657,8 +657,7 @@ def test_concurrent_first_calls_trace_once_and_all_get_the_result():
             t.join()
         assert errors == []
         assert f.experimental_get_tracing_count() == 1
-        expected = float(tg.function(_long_body(tg.constant(np.full(8, 0.7))))(
-            tg.constant(np.ones(8))))
+        expected = float(_long_body(tg.constant(np.full(8, 0.7)))(tg.constant(np.ones(8))))
         np.testing.assert_allclose(results, [expected] * 4)
 
 
