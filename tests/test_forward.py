@@ -472,7 +472,7 @@ def test_accumulator_misuse_and_a_jvp_rule_of_the_wrong_count_raise():
     x = tg.constant([1.0])
     acc = tg.ForwardAccumulator(x, tg.constant([1.0]))
     with acc:
-        with pytest.raises(RuntimeError, match="this ForwardAccumulator is already active"):
+        with pytest.raises(ValueError, match="this ForwardAccumulator is already active"):
             acc.__enter__()
 
     @tg.primitive("ForwardTestBadRule")

@@ -67,7 +67,8 @@ class ForwardAccumulator:
 
     def __enter__(self):
         if self._active:
-            raise RuntimeError("this ForwardAccumulator is already active; do not re-enter it")
+            raise ValueError("this ForwardAccumulator is already active; do not re-enter it "
+                             "(TensorFlow raises ValueError too)")
         self._active = True
         _records._state.tapes = [*_records._state.tapes, self]
         return self
