@@ -245,7 +245,9 @@ def _complex_input_error(op_type, forward, k, v):
         "tg.abs(z), whichever you mean")
 
 
-def _make_op(opdef):
+def _make_op(opdef, fast_paths=True):
+    """The public op of ``opdef``. ``fast_paths=False`` gives the general path only, which the
+    per-arity fast paths must agree with (``tests/test_fast_paths.py``)."""
     forward = opdef.forward
     state = _records._state
     T = Tensor
@@ -259,7 +261,7 @@ def _make_op(opdef):
     # directly on NumPy arrays. Other ops take the general path.
     fast = getattr(forward, "_numpy_fn", None) or forward
     real_only = opdef.real_only
-    if opdef.arity == 1 and not opdef.takes_attrs:
+    if fast_paths and opdef.arity == 1 and not opdef.takes_attrs:
         def op(x, /):
             v = x._value if isinstance(x, T) else _raw(x)
             if type(v) is nd:
@@ -278,7 +280,7 @@ def _make_op(opdef):
             t._value = out
             t._id = next(ids)
             return t
-    elif opdef.arity == 2 and not opdef.takes_attrs:
+    elif fast_paths and opdef.arity == 2 and not opdef.takes_attrs:
         def op(x1, x2, /):
             v1 = x1._value if isinstance(x1, T) else x1 if type(x1) in scalar else _raw(x1)
             v2 = x2._value if isinstance(x2, T) else x2 if type(x2) in scalar else _raw(x2)

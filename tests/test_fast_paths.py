@@ -1,0 +1,90 @@
+"""The fast paths agree with the general path, for every registered op on its samples.
+
+Two pairs of twins: the op wrapper's per-arity fast paths (``_registry._make_op``: ops of one
+or two inputs and no attributes, on NumPy arrays) against its general path
+(``_make_op(opdef, fast_paths=False)``), and the recorder's one-tape fast path
+(``_records.record``) against the general recorder (``record_outputs``, taken when two tapes
+record). Both must give the same outputs, the same records and the same gradients.
+"""
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad import _registry
+from test_registry_gradients import _is_builtin
+
+
+def _cases():
+    return [pytest.param(name, id=name) for name, opdef in sorted(tg.registered_ops().items())
+            if opdef.defined and _is_builtin(opdef) and opdef.samples]
+
+
+def _values(out):
+    outs = out if isinstance(out, tuple) else (out,)
+    return [np.asarray(o.numpy()) for o in outs]
+
+
+def _equal(a, b, what):
+    assert len(a) == len(b), what
+    for x, y in zip(a, b):
+        assert x.dtype == y.dtype and x.shape == y.shape, what
+        np.testing.assert_array_equal(x, y, err_msg=what)
+
+
+def _floating(t):
+    return tg.isdtype(t.dtype, ("real floating", "complex floating"))
+
+
+@pytest.mark.parametrize("op_type", _cases())
+def test_fast_and_general_paths_agree(op_type):
+    opdef = tg.registered_ops()[op_type]
+    general = _registry._make_op(opdef, fast_paths=False)
+    rng = np.random.default_rng([zlib.crc32(op_type.encode()), 3])
+    args, attrs, float_positions = opdef.samples[0].materialize(rng)
+    tensors = [tg.constant(a) if k in float_positions else a for k, a in enumerate(args)]
+    sources = [tensors[k] for k in float_positions]
+
+    _equal(_values(opdef.public(*tensors, **attrs)), _values(general(*tensors, **attrs)),
+           f"{op_type}: outputs without a tape")
+
+    def run(op, n_tapes):
+        tapes = [tg.GradientTape(persistent=True) for _ in range(n_tapes)]
+        for tape in tapes:
+            tape.__enter__()
+            tape.watch(sources)
+        try:
+            out = op(*tensors, **attrs)
+        finally:
+            for tape in reversed(tapes):
+                tape.__exit__(None, None, None)
+        outs = [o for o in (out if isinstance(out, tuple) else (out,)) if _floating(o)]
+        record = tapes[-1]._ops[-1] if tapes[-1]._ops else None
+        if not (opdef.differentiable and outs and sources):
+            return out, record, []
+        weights = [tg.astype(tg.constant(np.linspace(0.5, 1.5, o.size).reshape(o.shape)),
+                             o.dtype) for o in outs]
+        grads = []
+        for tape in tapes:
+            with tape:
+                total = tg.sum(tg.stack([tg.sum(tg.real(o * w)) for o, w in zip(outs, weights)]))
+            grads.append(tape.gradient(total, sources, unconnected_gradients="zero"))
+        return out, record, grads
+
+    fast_out, fast_record, fast_grads = run(opdef.public, 1)
+    results = {"general, one tape": run(general, 1), "fast, two tapes": run(opdef.public, 2),
+               "general, two tapes": run(general, 2)}
+    for name, (out, record, grads) in results.items():
+        _equal(_values(fast_out), _values(out), f"{op_type}: outputs, {name}")
+        assert (fast_record is None) == (record is None), f"{op_type}: recorded, {name}"
+        if record is not None:
+            assert record.type == fast_record.type and record.attrs == fast_record.attrs
+            assert len(record.inputs) == len(fast_record.inputs)
+            assert len(record.outputs) == len(fast_record.outputs)
+            assert record._gdef is fast_record._gdef
+        for tape_grads in grads:
+            _equal([g.numpy() for g in fast_grads[0]], [g.numpy() for g in tape_grads],
+                   f"{op_type}: gradients, {name}")
