@@ -354,3 +354,16 @@ def test_the_surrogate_warning_leaves_out_a_report_without_surrogates():
     msg = str(warning.message)
     assert "surrogate gradient(s) CustomGradient:straight_through_round, which differ" in msg
     assert "custom gradients met by" not in msg  # square's report: all passed, no surrogate
+
+
+def test_extension_points_are_provided_once_by_name():
+    from tapegrad import _structural
+
+    points = _structural.extensions
+    assert all(getattr(points, name) is not None for name in
+               ("linearize", "host_callback", "explain", "to_dot", "register_hook"))
+    with pytest.raises(TypeError, match="'explainer' is not an extension point of the core; "
+                                        "they are linearize, host_callback"):
+        _structural.extend(explainer=print)
+    with pytest.raises(RuntimeError, match="the extension point 'explain' is already provided"):
+        _structural.extend(explain=print)

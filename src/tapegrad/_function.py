@@ -36,7 +36,7 @@ import warnings
 
 import numpy as np
 
-from . import _backend, _records, _registry, config
+from . import _backend, _records, _registry, _structural, config
 from ._records import record_outputs
 from ._tape import GradientTape, UnconnectedGradients
 from ._tensor import Tensor, Variable, _wrap, bind_variables, visible_variables
@@ -547,7 +547,7 @@ class _HostCallback:
                                  vmap_method="sequential")
 
 
-_registry.host_callback = _HostCallback()
+_structural.extend(host_callback=_HostCallback())
 
 
 # --- errors -----------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import weakref
 
+from . import _structural
 from ._tensor import Tensor
 from .errors import GradientShapeError, describe_fn
 
@@ -34,7 +35,7 @@ def register_hook(tensor, fn):
     return _HookHandle(key, fn)
 
 
-Tensor.register_hook = register_hook
+_structural.extend(register_hook=register_hook)
 
 
 class _HookHandle:

@@ -107,9 +107,6 @@ class OpDef:
 
 
 _OPS: dict[str, OpDef] = {}
-# Set by tapegrad._function: runs a forward that needs concrete values (NumPy code) on traced
-# inputs as a host callback. ``wants(error)`` says whether an error is such a need.
-host_callback = None
 
 
 def registered_ops() -> dict[str, OpDef]:
@@ -336,6 +333,7 @@ def _run_forward(opdef, values, attrs):
 def _host_forward(opdef, values, attrs, error):
     """The forward as a host callback if ``error`` (a ``TypeError`` the forward raised) says it
     needs concrete values; else ``error`` is raised again."""
+    host_callback = _structural.extensions.host_callback
     if host_callback is None or not host_callback.wants(error, opdef):
         raise error
     return host_callback(opdef, values, attrs)

@@ -63,3 +63,40 @@ def provide(**fns) -> None:
             raise TypeError(f"provide: {name!r} is not a structural op of the core; the names "
                             f"are {', '.join(_NAMES)}")
         setattr(ops, name, fn)
+
+
+_EXTENSION_POINTS = ("linearize", "host_callback", "explain", "to_dot", "register_hook")
+
+
+class ExtensionPoints:
+    """What layers above the core plug into it, by name (``None`` until provided):
+
+    - ``linearize(op, tangents)`` (``tapegrad.forward``): the output tangents of a recorded op
+      from its inputs' tangents; with it ``GradientTape.jacobian`` can take columns;
+    - ``host_callback`` (``tapegrad._function``): runs a forward that needs concrete values on
+      traced inputs; ``host_callback.wants(error, opdef)`` says whether an error is that need;
+    - ``explain(tape, target, sources)`` and ``to_dot(tape, target, sources)``
+      (``tapegrad.viz``): ``GradientTape.explain`` and ``GradientTape.to_dot``;
+    - ``register_hook(tensor, fn)`` (``tapegrad._hooks``): ``Tensor.register_hook``.
+    """
+
+    __slots__ = _EXTENSION_POINTS
+
+    def __init__(self):
+        for name in _EXTENSION_POINTS:
+            setattr(self, name, None)
+
+
+extensions = ExtensionPoints()
+
+
+def extend(**fns) -> None:
+    """Plug functions into the core's extension points, by name, once each; raises
+    ``TypeError`` for an unknown name and ``RuntimeError`` for one already provided."""
+    for name, fn in fns.items():
+        if name not in _EXTENSION_POINTS:
+            raise TypeError(f"extend: {name!r} is not an extension point of the core; they "
+                            f"are {', '.join(_EXTENSION_POINTS)}")
+        if getattr(extensions, name) is not None:
+            raise RuntimeError(f"extend: the extension point {name!r} is already provided")
+        setattr(extensions, name, fn)

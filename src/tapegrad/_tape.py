@@ -18,17 +18,11 @@ import warnings
 from . import _backend
 from ._hooks import HOOKS, run_hooks
 from ._records import _live_tapes, _state, record_outputs
-from ._structural import ops
+from ._structural import extensions, ops
 from ._tensor import Tensor, Variable, _wrap
 from ._validation import as_gradient_list, check_gradient, no_gradient_error
 from ._views import OperationView
 from .errors import NotDifferentiableError, describe_fn
-
-
-# Set by tapegrad.forward (a layer above): ``linearize(op, tangents)`` gives the output tangents
-# of a recorded op from its inputs' tangents (its JVP rule, or its transposed VJP). With it,
-# ``jacobian`` and ``batch_jacobian`` compute by forward mode when that takes fewer passes.
-linearize = None
 
 
 class UnconnectedGradients(enum.Enum):
@@ -166,6 +160,16 @@ class GradientTape:
         if v._id not in self._variables:
             self._variables[v._id] = v
             self._watched.add(v._id)
+
+    def explain(self, target, sources):
+        """Why each source's gradient is what it is: :func:`tapegrad.viz.explain` of this tape
+        (an ``Explanation``, printable; errors as there)."""
+        return extensions.explain(self, target, sources)
+
+    def to_dot(self, target, sources=None) -> str:
+        """The recorded ops that lead to ``target`` as Graphviz DOT text:
+        :func:`tapegrad.viz.to_dot` of this tape (errors as there)."""
+        return extensions.to_dot(self, target, sources)
 
     def watched_variables(self) -> tuple:
         """The Variables this tape watched or read, in the order they were created (as
@@ -330,7 +334,7 @@ class GradientTape:
     def _forward_is_cheaper(self, target, sources, n_source) -> bool:
         """Forward mode (columns) for fewer source than target elements, where it gives what
         the reverse passes give: real floating target and sources, no gradient hooks."""
-        if linearize is None or HOOKS or n_source >= target.size:
+        if extensions.linearize is None or HOOKS or n_source >= target.size:
             return False
         return all(_is_float(t) and t.dtype.kind != "c" for t in (target, *sources))
 
@@ -353,7 +357,7 @@ class GradientTape:
             for op in active:
                 ins = [known.get(i) for i in op._in_ids]
                 if any(t is not None for t in ins):
-                    for i, t in zip(op._out_ids, linearize(op, ins)):
+                    for i, t in zip(op._out_ids, extensions.linearize(op, ins)):
                         if t is not None:
                             known[i] = t
             t = known.get(target._id)

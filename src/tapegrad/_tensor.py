@@ -20,6 +20,7 @@ import weakref
 import numpy as np
 
 from . import _backend
+from ._structural import extensions as _extensions
 from ._structural import ops as _structural_ops
 
 _ids = itertools.count(1)
@@ -95,6 +96,11 @@ class Tensor:
     def device(self):
         """The device of the backend array (``"cpu"`` on NumPy)."""
         return getattr(self._value, "device", "cpu")
+
+    def register_hook(self, fn):
+        """Call ``fn(gradient)`` when this tensor's gradient is computed; it may return a
+        replacement. :func:`tapegrad._hooks.register_hook` (its arguments, result and errors)."""
+        return _extensions.register_hook(self, fn)
 
     def numpy(self) -> np.ndarray:
         """The value as a read-only NumPy array (copied from the device for other backends).

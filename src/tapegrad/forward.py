@@ -23,6 +23,7 @@ import sys
 import warnings
 
 from . import _records, _tape
+from ._structural import extend
 from ._records import Dropped
 from ._tape import GradientTape, UnconnectedGradients, _flatten, _unflatten, _zeros_for
 from ._tensor import Tensor, convert_to_tensor
@@ -205,7 +206,7 @@ def _recorded_tangents(op, ins) -> list:
     return _tangents(op, ins, whole)
 
 
-_tape.linearize = _recorded_tangents
+extend(linearize=_recorded_tangents)
 
 
 def _tangents(op, ins, use_rule) -> list:

@@ -23,7 +23,7 @@ import subprocess
 from collections import deque
 from typing import NamedTuple
 
-from . import _backend
+from . import _backend, _structural
 from ._tape import GradientTape
 from ._tensor import Tensor, Variable
 
@@ -621,5 +621,4 @@ __all__ = ["explain", "to_dot", "graph", "draw", "Graph", "Explanation", "Source
            "GraphvizNotFoundError", "INSTALL_HINT"]
 
 
-GradientTape.explain = explain
-GradientTape.to_dot = to_dot
+_structural.extend(explain=explain, to_dot=to_dot)
