@@ -331,8 +331,12 @@ class _Program:
             return fun(*full, *vals[n_used:])
 
         self.compiled = jax.jit(program)
-        self.calldef = _CallDef(self.name, self._replay_function(), len(self.dynamic),
-                                self.variables)
+        replay = self._replay_function()
+        names = [*[f"args[{i}]" for i in range(len(self.dynamic))],
+                 *_registry.variable_names(self.variables)]
+        self.calldef = _registry.CallDef(f"Function:{self.name}", names, _vjp_gradient(replay),
+                                         replay=replay, function=replay,
+                                         variables=self.variables)
 
     def _arguments(self, tensors):
         """``(args, kwargs)`` of a call whose dynamic arguments are ``tensors``."""
@@ -429,31 +433,6 @@ def _used_inputs(jaxpr) -> set:
 
 
 # --- the op a compiled call is on an outer tape, and its compiled gradient ---------------------
-class _CallDef:
-    """Op-type entry of one compiled call recorded on an outer tape."""
-
-    differentiable = True
-    surrogate = False
-    is_custom = True
-    reads = 3
-    reads_name = "both"
-
-    def __init__(self, name, replay, n_args, variables):
-        self.type = f"Function:{name}"
-        self.forward_function = replay
-        self.n_args = n_args
-        self.variables = variables
-        self.grad = _vjp_gradient(replay)
-
-    def param_name(self, i):
-        if i < self.n_args:
-            return f"args[{i}]"
-        return f"variables[{i - self.n_args}] ({self.variables[i - self.n_args].name})"
-
-    def replay(self, attrs):
-        return self.forward_function
-
-
 def _vjp_gradient(fn):
     """The gradient function of a recorded call of the pure function ``fn``: the VJP of ``fn``,
     compiled, and recorded in turn on the tapes that record the gradient computation."""

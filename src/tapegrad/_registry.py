@@ -106,6 +106,59 @@ class OpDef:
         return f"<OpDef {self.type!r}{state}>"
 
 
+class CallDef(OpDef):
+    """The op-type entry of one recorded call that is not a registered primitive: a
+    ``custom_gradient`` call, a compiled ``tg.function`` call, a compiled control-flow
+    construct, a gradient computed on raw arrays. Each call makes its own (it is not in the
+    registry); tapes, accumulators and views read it through :class:`OpDef`'s protocol.
+
+    Args: ``op_type`` (``"CustomGradient:f"``, ``"Function:f"``, ``"Scan"``...); ``names`` of
+    the inputs (``param_name``); ``grad(op, *dys)``; ``jvp`` (or ``None``: forward mode takes
+    the transposed VJP); ``replay``: the call again as a function of its inputs (``None``: it
+    cannot be replayed, ``replay_error`` says why); ``function``: the user's function, for
+    views; ``variables``: the Variables read by the call, its last inputs; ``surrogate``;
+    ``reads`` (a ``READS`` bit set); ``is_custom``: a user's gradient.
+    """
+
+    __slots__ = ("names", "function", "replay_error", "is_custom", "variables")
+
+    def __init__(self, op_type, names, grad, *, jvp=None, replay=None, function=None,
+                 variables=(), replay_error="", surrogate=False, reads=READS["both"],
+                 is_custom=True):
+        super().__init__(op_type)
+        self.variables = tuple(variables)
+        self.names, self.grad, self.jvp, self.forward = tuple(names), grad, jvp, replay
+        self.function, self.replay_error, self.surrogate = function, replay_error, surrogate
+        self.reads, self.is_custom = reads, is_custom
+
+    @property
+    def forward_function(self):
+        """The user's function (``OperationView.forward_function``), or ``None``."""
+        return self.function
+
+    def replay(self, attrs):
+        """The call again, as a function of its inputs; raises if it cannot be replayed."""
+        if self.forward is not None:
+            return self.forward
+
+        def forward(*inputs):
+            raise NotImplementedError(f"a {self.type} op cannot be replayed from its record: "
+                                      f"{self.replay_error}")
+
+        return forward
+
+    def param_name(self, i: int) -> str:
+        return self.names[i] if i < len(self.names) else f"input {i}"
+
+    def __repr__(self):
+        return f"<CallDef {self.type!r}>"
+
+
+def variable_names(variables) -> list:
+    """Input names for Variables read by a call, after its arguments: ``variables[k] (name)``."""
+    return [f"variables[{k}] ({v.name})" for k, v in enumerate(variables)]
+
+
 _OPS: dict[str, OpDef] = {}
 
 

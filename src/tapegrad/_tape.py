@@ -17,7 +17,8 @@ import warnings
 
 from . import _backend
 from ._hooks import HOOKS, run_hooks
-from ._records import _live_tapes, _state, record_outputs
+from ._records import READS, _live_tapes, _state, record_outputs
+from ._registry import CallDef
 from ._structural import extensions, ops
 from ._tensor import Tensor, Variable, _wrap
 from ._validation import as_gradient_list, check_gradient, no_gradient_error
@@ -512,37 +513,20 @@ def _call_tracking_provenance(fn, op, dys):
     return mark(gs)
 
 
-class _OnceDifferentiable:
-    """Op-type entry of a gradient computed outside tapegrad ops: differentiating it raises."""
-
-    differentiable = True
-    surrogate = False
-    is_custom = False
-    reads = 0  # its gradient reads nothing: it raises
-    reads_name = "none"
-    forward_function = None
-
-    def __init__(self, op, fn):
-        self.type = f"OnceDifferentiable({op.type})"
-        self.source_type, self.fn = op.type, fn
-
-    def param_name(self, i):
-        return f"input {i}"
-
-    def replay(self, attrs):
-        def forward(*inputs):
-            raise NotDifferentiableError(f"{self.type} cannot be replayed: it is the record of "
-                                         "a gradient computed on raw arrays")
-
-        return forward
-
-    def grad(self, op, *dys):
+def _once_differentiable_entry(op, fn):
+    """The op-type entry of a gradient that ``fn`` computed outside tapegrad ops (on raw
+    arrays): differentiating it again raises, naming ``fn``."""
+    def grad(record, *dys):
         raise NotDifferentiableError(
-            f"cannot differentiate the gradient of op type {self.source_type!r} again: its "
-            f"gradient function {describe_fn(self.fn)} computed it with raw backend arrays "
+            f"cannot differentiate the gradient of op type {op.type!r} again: its "
+            f"gradient function {describe_fn(fn)} computed it with raw backend arrays "
             "(.numpy(), np.asarray, float()) instead of tapegrad ops, so its own derivative is "
             "unknown (it would silently be zero). Write the gradient function with tapegrad "
             "ops, or give a second-order gradient with a nested @tg.custom_gradient")
+
+    return CallDef(f"OnceDifferentiable({op.type})", (), grad, reads=READS["none"],
+                   replay_error="it is the record of a gradient computed on raw arrays",
+                   is_custom=False)
 
 
 def _once_differentiable(op, fn, dys, g):
@@ -555,7 +539,7 @@ def _once_differentiable(op, fn, dys, g):
             return g  # not an array: _check_gradient reports it
     out = _wrap(g._value)
     inputs = tuple(a for a in (*op.inputs, *dys) if isinstance(a, Tensor))
-    record_outputs(_OnceDifferentiable(op, fn), inputs, {}, (out,))
+    record_outputs(_once_differentiable_entry(op, fn), inputs, {}, (out,))
     return out
 
 

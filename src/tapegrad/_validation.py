@@ -17,15 +17,6 @@ from .errors import (GradientCountError, GradientShapeError, GradientTypeError,
                      NotDifferentiableError, describe_fn)
 
 
-class _Conversion:
-    """What observers see for a raw array a gradient function returned, made a Tensor."""
-
-    type = "Identity"
-
-
-_CONVERSION = _Conversion()
-
-
 def as_gradient_list(result, op, fn) -> list:
     """The gradients ``fn`` returned for ``op``, one per input (``None`` allowed).
 
@@ -119,9 +110,8 @@ def _as_tensor(op, k, x, g, fn):
     python = isinstance(g, (int, float)) and not isinstance(g, bool)
     dtype = x._value.dtype if python else None  # a Python number takes its input's dtype (TF)
     g = Tensor(_backend.asarray(g, dtype=dtype, xp=_backend.namespace(x._value)))
-    for obs in _state.tapes:
-        if obs._observer:
-            obs.observe(_CONVERSION, (g,), {}, (g,))
+    if any(obs._observer for obs in _state.tapes):
+        g = ops.identity(g)  # recorded as an op, so observers (check-numerics) see the value
     return g
 
 

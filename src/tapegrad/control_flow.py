@@ -36,6 +36,7 @@ import numpy as np
 
 from . import _backend, _records, config
 from ._pytree import show, tree_flatten, tree_unflatten
+from ._registry import CallDef
 from ._tape import GradientTape, UnconnectedGradients
 from ._tensor import Tensor, Variable, convert_to_tensor, visible_variables
 from ._tensor import _ids as _tensor_ids
@@ -264,35 +265,11 @@ def _bound(fn, state):
     return call
 
 
-class _ControlFlowDef:
-    """The op-type entry of one compiled control-flow call recorded on a tape (one per call,
-    like ``custom_gradient``'s): input names, the gradient and the JVP rule."""
-
-    differentiable = True
-    surrogate = False
-    is_custom = True
-    reads = 3
-    reads_name = "both"
-    forward_function = None
-
-    def __init__(self, op_type, names, grad, jvp):
-        self.type, self.names, self.grad, self.jvp = op_type, names, grad, jvp
-
-    def param_name(self, i):
-        return self.names[i]
-
-    def replay(self, attrs):
-        def forward(*inputs):
-            raise NotImplementedError(f"a {self.type} op cannot be replayed from its record; "
-                                      "call the construct again")
-        return forward
-
-
 def _record(op_type, names, inputs, outs, grad, jvp):
     if _records._state.tapes and any(_floating(o) for o in outs):
         grad.__name__ = f"{op_type}_vjp"
-        _records.record_outputs(_ControlFlowDef(op_type, names, grad, jvp), tuple(inputs), {},
-                                tuple(outs))
+        entry = CallDef(op_type, names, grad, jvp=jvp, replay_error="call the construct again")
+        _records.record_outputs(entry, tuple(inputs), {}, tuple(outs))
 
 
 # --- scan ------------------------------------------------------------------------------------

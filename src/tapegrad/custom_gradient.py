@@ -16,7 +16,7 @@ import inspect
 import numpy as np
 
 from . import _backend, _records
-from ._registry import no_gradient, primitive
+from ._registry import CallDef, no_gradient, primitive, variable_names
 from ._tensor import Tensor, Variable
 from .errors import GradientCountError, VariablesError, describe_fn
 from .ops import astype, clip
@@ -35,33 +35,6 @@ class _VariableWatcher:
 
     def _note_variable(self, v):
         self.variables.setdefault(v._id, v)
-
-
-class _CustomDef:
-    """The op-type entry of one ``custom_gradient`` call: names, gradient, forward to replay."""
-
-    __slots__ = ("type", "params", "n_args", "variables", "grad", "forward", "surrogate",
-                 "forward_function")
-    differentiable = True
-    is_custom = True
-    reads = 3  # the record keeps inputs and outputs: grad_fn closes over them anyway
-    reads_name = "both"
-
-    def __init__(self, op_type, params, n_args, variables, grad, forward, surrogate, function):
-        self.type, self.params, self.n_args = op_type, params, n_args
-        self.variables, self.grad, self.forward = variables, grad, forward
-        self.surrogate, self.forward_function = surrogate, function
-
-    def replay(self, attrs):
-        """The call again, as a function of its positional arguments (and Tensor keywords)."""
-        return self.forward
-
-    def param_name(self, i):
-        if i >= self.n_args:
-            return f"variables[{i - self.n_args}] ({self.variables[i - self.n_args].name})"
-        if i < len(self.params):
-            return self.params[i]
-        return f"args[{i}]"
 
 
 def _positional_params(f):
@@ -145,9 +118,10 @@ def custom_gradient(f=None, *, surrogate=False):
                 return call(bound, *xs[:n], **{**kwargs, **dict(zip(kw_names, xs[n:]))})
 
             own = params[len(bound):]
-            names = (*own[:n], *[f"args[{i}]" for i in range(len(own), n)], *kw_names)
-            grad = _grad_adapter(grad_fn, variables)
-            info = _CustomDef(op_type, names, len(inputs), variables, grad, replay, surrogate, f)
+            names = (*own[:n], *[f"args[{i}]" for i in range(len(own), n)], *kw_names,
+                     *variable_names(variables))
+            info = CallDef(op_type, names, _grad_adapter(grad_fn, variables), replay=replay,
+                           function=f, variables=variables, surrogate=surrogate)
             _records.record_outputs(info, (*inputs, *variables), {}, outs)
         return rebuild(outs)
 
