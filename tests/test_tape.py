@@ -542,3 +542,13 @@ def test_persistent_tape_memory_freed_with_tape():
         assert ry() is None
     finally:
         gc.enable()
+
+
+def test_gradient_structures_are_pytrees_with_none_cotangents_allowed():
+    x, y = tg.constant(2.0), tg.constant(3.0)
+    with tg.GradientTape(persistent=True) as tape:
+        tape.watch([x, y])
+        a, b = x * y, x + y
+    grads = tape.gradient([a, b], {"y": y, "x": [x]}, output_gradients=[None, tg.constant(2.0)])
+    # a None output gradient stands for ones, as in TensorFlow
+    assert float(grads["y"]) == 2.0 + 2.0 and float(grads["x"][0]) == 3.0 + 2.0

@@ -19,22 +19,23 @@ class _Leaf:
 _LEAF = _Leaf()
 
 
-def tree_flatten(tree):
+def tree_flatten(tree, none_is_leaf=False):
     """``(leaves, structure)``: the leaves of ``tree`` in JAX's order and a comparable
-    structure (nested ``(type, children)`` pairs; ``_LEAF`` for a leaf)."""
+    structure (nested ``(type, children)`` pairs; ``_LEAF`` for a leaf). ``none_is_leaf``:
+    ``None`` is a leaf (TensorFlow's ``nest``: a missing gradient), not an empty subtree."""
     leaves = []
-    return leaves, _structure(tree, leaves)
+    return leaves, _structure(tree, leaves, none_is_leaf)
 
 
-def _structure(x, leaves):
+def _structure(x, leaves, none_is_leaf):
     # module-level recursion: a nested recursive function would be a reference cycle that
     # keeps `leaves` (arrays) alive until the garbage collector runs
-    if x is None:
+    if x is None and not none_is_leaf:
         return None
     if isinstance(x, (list, tuple)):
-        return type(x), tuple(_structure(c, leaves) for c in x)
+        return type(x), tuple(_structure(c, leaves, none_is_leaf) for c in x)
     if isinstance(x, dict):
-        return dict, tuple((k, _structure(x[k], leaves)) for k in sorted(x))
+        return dict, tuple((k, _structure(x[k], leaves, none_is_leaf)) for k in sorted(x))
     leaves.append(x)
     return _LEAF
 

@@ -17,6 +17,7 @@ import warnings
 
 from . import _backend
 from ._hooks import HOOKS, run_hooks
+from ._pytree import tree_flatten, tree_unflatten
 from ._records import READS, _live_tapes, _state, record_outputs
 from ._registry import CallDef
 from ._structural import extensions, ops
@@ -593,25 +594,13 @@ def _cotangents(targets, output_gradients):
     return kept, out
 
 
-_NESTED = (list, tuple, dict)
-
-
-def _flatten(x):
-    if not isinstance(x, _NESTED):
-        return [x]
-    out = []
-    for item in x.values() if isinstance(x, dict) else x:
-        if isinstance(item, _NESTED):
-            out.extend(_flatten(item))
-        else:
-            out.append(item)
-    return out
+def _flatten(x) -> list:
+    """The leaves of a nest of lists, tuples and dicts (``None`` a leaf), in ``_pytree``'s
+    order."""
+    return tree_flatten(x, none_is_leaf=True)[0]
 
 
 def _unflatten(structure, it):
-    if isinstance(structure, (list, tuple)):
-        return type(structure)([_unflatten(s, it) if isinstance(s, _NESTED) else next(it)
-                                for s in structure])
-    if isinstance(structure, dict):
-        return {k: _unflatten(v, it) for k, v in structure.items()}
-    return next(it)
+    """The nest ``structure`` (a nest like :func:`_flatten`'s argument) with the items of the
+    iterator ``it`` in place of its leaves."""
+    return tree_unflatten(tree_flatten(structure, none_is_leaf=True)[1], it)
