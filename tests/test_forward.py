@@ -651,7 +651,7 @@ def _complex_jax_cases():
         "sqrt": (tg.sqrt, "sqrt"), "log": (tg.log, "log"), "tanh": (tg.tanh, "tanh"),
         "reciprocal": (tg.reciprocal, "reciprocal"), "square": (tg.square, "square"),
         "acosh": (tg.acosh, "arccosh"), "pow": (lambda z: z ** 2.5, lambda z: z ** 2.5),
-        "angle": (lambda z: tg.atan2(tg.imag(z), tg.real(z)), "angle"),
+        "angle": (tg.angle, "angle"),
         "prod": (lambda z: tg.prod(z), "prod"),
         "cumulative_prod": (lambda z: tg.cumulative_prod(z), "cumprod"),
         "matmul": (lambda z: tg.reshape(z, (2, 2)) @ tg.reshape(z, (2, 2)),

@@ -247,3 +247,13 @@ def test_a_python_complex_number_is_refused_by_a_real_only_op_too():
     with pytest.raises(TypeError, match=r"op type 'Maximum': input 'x2' has the complex dtype "
                                         r"complex, but Maximum is defined for real numbers only"):
         tg.maximum(tg.constant([1.0, 2.0]), 0.5j)
+
+
+def test_angle_is_numpys_and_refuses_integers():
+    z = np.array([1 + 2j, -3 + 0.5j, -1 - 1j, 2.0])
+    np.testing.assert_allclose(tg.angle(tg.constant(z)).numpy(), np.angle(z), rtol=1e-15)
+    np.testing.assert_allclose(tg.angle(tg.constant([-1.0, 2.0])).numpy(), [np.pi, 0.0])
+    assert tg.angle(tg.constant(z)).dtype == tg.float64
+    with pytest.raises(TypeError, match="angle: expected a floating or complex tensor, got "
+                                        "dtype int64; cast it with tg.astype first"):
+        tg.angle(tg.constant([1, 2]))

@@ -554,5 +554,22 @@ def astype(x, dtype, /, *, copy=True, device=None):
     return y
 
 
+def angle(z, /):
+    """The argument of each element, ``atan2(imag(z), real(z))`` in radians, in ``(-pi, pi]``
+    (NumPy's ``np.angle``, TensorFlow's ``tf.math.angle``; not in the Array API standard).
+
+    z: complex or real floating, any shape; the result has ``z``'s shape and its real dtype
+    (0 or pi for real input). A composition of ``real``, ``imag`` and ``atan2``, so both modes
+    follow from theirs: ``d angle = Im(dz / z) = (x dy - y dx) / |z|^2`` for ``z = x + iy``
+    (undefined at 0, where ``atan2``'s derivative gives 0/0). Raises ``TypeError`` for integer
+    or boolean input.
+    """
+    if not _is_floating_dtype(z.dtype if isinstance(z, Tensor) else np.asarray(z).dtype):
+        raise TypeError(f"angle: expected a floating or complex tensor, got dtype "
+                        f"{z.dtype if isinstance(z, Tensor) else np.asarray(z).dtype}; cast it "
+                        "with tg.astype first")
+    return atan2(imag(z), real(z))
+
+
 __all__ = [r[0] for r in _UNARY] + [r[0] for r in _BINARY] + _NONDIFF_UNARY + _NONDIFF_BINARY + [
-    "identity", "stop_gradient", "where", "clip", "astype"]
+    "identity", "stop_gradient", "where", "clip", "astype", "angle"]
