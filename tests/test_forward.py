@@ -657,11 +657,24 @@ def _complex_jax_cases():
         "matmul": (lambda z: tg.reshape(z, (2, 2)) @ tg.reshape(z, (2, 2)),
                    lambda z: z.reshape(2, 2) @ z.reshape(2, 2)),
         "vecdot": (lambda z: tg.vecdot(z, z * z), lambda z: (z.conj() * z * z).sum()),
+        "inv": (lambda z: tg.linalg.inv(_matrix(z)),
+                lambda z: jnp().linalg.inv(_matrix_jax(z))),
+        "det": (lambda z: tg.linalg.det(_matrix(z)), lambda z: jnp().linalg.det(_matrix_jax(z))),
+        "solve": (lambda z: tg.linalg.solve(_matrix(z), z[:2] * z[2:]),
+                  lambda z: jnp().linalg.solve(_matrix_jax(z), z[:2] * z[2:])),
         "fft": (tg.fft.fft, "fft.fft"), "ifft": (tg.fft.ifft, "fft.ifft"),
         "irfft": (tg.fft.irfft, "fft.irfft"),
         "chain": (lambda z: tg.exp(tg.conj(z) * z) / (z + 3.0) + tg.imag(z) * z,
                   lambda z: jnp().exp(z.conj() * z) / (z + 3.0) + z.imag * z),
     }
+
+
+def _matrix(z):  # a well-conditioned complex 2 x 2 matrix of the case's 4 elements
+    return tg.reshape(z, (2, 2)) + 2.0 * tg.eye(2, dtype=z.dtype)
+
+
+def _matrix_jax(z):
+    return z.reshape(2, 2) + 2.0 * jnp().eye(2, dtype=z.dtype)
 
 
 def jnp():

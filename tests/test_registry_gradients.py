@@ -34,9 +34,10 @@ _SYMMETRIC_INPUT = {"Cholesky", "Eigh", "Eigvalsh"}
 # Op types that compute complex input but whose derivatives for it are not implemented: their
 # gradient and JVP raise NotImplementedError for a complex input (checked below), with the reason.
 COMPLEX_NOT_IMPLEMENTED = {
-    name: "linear algebra's complex derivatives (conjugate transposes in the formulas of "
-          "Giles 2008 and the others) are not implemented (ops/linalg_ext.py)"
-    for name in ("Cholesky", "Det", "Slogdet", "Inv", "Solve", "Eigh", "Eigvalsh", "Svd",
+    name: "these linear-algebra ops' complex derivatives (non-holomorphic, or conjugate "
+          "transposes in the formulas of Giles 2008 and the others) are not implemented "
+          "(ops/linalg_ext.py); det, inv and solve have theirs"
+    for name in ("Cholesky", "Slogdet", "Eigh", "Eigvalsh", "Svd",
                  "Svdvals", "Qr", "Pinv", "MatrixNorm", "VectorNorm")}
 
 

@@ -5,10 +5,11 @@ Published as ``tg.linalg`` (see :mod:`tapegrad.linalg`, which adds ``matmul``,
 calls ``xp.linalg.<fn>`` of its input's namespace; every gradient is written with tapegrad
 ops, so gradients of any order exist. Conventions shared by the gradients:
 
-- Real floating inputs only: the gradient of an op with a complex input raises
-  ``NotImplementedError`` (forward values of complex inputs are supported). ``trace`` and
-  ``diagonal`` are the exception: their gradients are real-coefficient linear maps, exact for
-  complex inputs too.
+- Complex inputs: ``det``, ``inv`` and ``solve`` (holomorphic) differentiate them in both
+  modes: the JVP is the real formula, the gradient uses conjugate transposes (TensorFlow's
+  convention, ``docs/architecture.md``, "Complex numbers"); ``trace`` and ``diagonal`` are
+  real-coefficient linear maps, exact for complex inputs too. The other ops' gradients and
+  JVPs of a complex input raise ``NotImplementedError`` (forward values are supported).
 - ``eigh``, ``eigvalsh`` and ``cholesky`` take a symmetric input and read only its lower
   triangle, as LAPACK's default (``UPLO='L'``) does in NumPy, array-api-strict, CuPy and
   PyTorch (``cholesky(x, upper=True)`` is computed as the transpose of the lower factor, so it
@@ -40,7 +41,7 @@ from .._tensor import Tensor
 from .conversion import asarray
 from .creation import ones_like, zeros_like
 from .elementwise import abs as _abs
-from .elementwise import astype, holomorphic, sign, where
+from .elementwise import astype, conj, holomorphic, sign, where
 from .products import _bilinear_jvp, matmul
 from .manipulation import _shape, concat, expand_dims, matrix_transpose, reshape
 from .reductions import _kept_shape, _sum_to
@@ -49,6 +50,16 @@ from .reductions import min as _min
 from .reductions import sum as _sum
 
 _mT = matrix_transpose
+
+
+def _mH(x):
+    """The conjugate transpose of the last two axes (the transpose for real ``x``): reverse
+    mode's adjoint of a holomorphic matrix map, in TensorFlow's convention."""
+    return conj(_mT(x)) if x.dtype.kind == "c" else _mT(x)
+
+
+def _conj(x):
+    return conj(x) if x.dtype.kind == "c" else x
 _INF = math.inf
 
 
@@ -259,9 +270,8 @@ def _det(x):
 def _det_grad(op, dy):
     # Jacobi's formula d det A = det A tr(A^-1 dA) (Giles 2008, "An extended collection of
     # matrix derivative results"): dA = dy det(A) A^-T
-    x = op.inputs[0]
-    _real_only("det", x)
-    return _as_mat(dy * op.outputs[0]) * _mT(inv(x))
+    # (complex: the conjugates, dA = dy conj(det A) A^-H, TensorFlow's convention)
+    return _as_mat(dy * _conj(op.outputs[0])) * _mH(inv(op.inputs[0]))
 
 
 def _trace_of_solve(a, t):
@@ -271,8 +281,7 @@ def _trace_of_solve(a, t):
 
 @RegisterJVP("Det")
 def _det_jvp(op, t):
-    # Jacobi's formula d det A = det A tr(A^-1 dA) (Giles 2008)
-    _real_only("det", op.inputs[0])
+    # Jacobi's formula d det A = det A tr(A^-1 dA) (Giles 2008; holomorphic: complex too)
     return op.outputs[0] * _trace_of_solve(op.inputs[0], t)
 
 
@@ -281,8 +290,8 @@ def det(x, /):
 
     x: ``(..., M, M)`` floating. Result: shape ``(...)``, ``x``'s dtype (1 for 0x0 matrices).
     Raises ``ValueError`` for a non-square input. Gradient: Jacobi's formula,
-    ``dy * det(x) * inv(x)^T`` (Giles 2008); inf/NaN at singular matrices; real
-    dtypes only.
+    ``dy * det(x) * inv(x)^T`` (Giles 2008; complex: ``dy * conj(det) * inv(x)^H``);
+    inf/NaN at singular matrices.
     """
     return _det(x)
 
@@ -332,16 +341,14 @@ def _inv(x):
 
 @RegisterGradient("Inv")
 def _inv_grad(op, dy):
-    # d(A^-1) = -A^-1 dA A^-1 (Giles 2008): dA = -A^-T dY A^-T
-    _real_only("inv", op.inputs[0])
-    yt = _mT(op.outputs[0])
+    # d(A^-1) = -A^-1 dA A^-1 (Giles 2008): dA = -A^-T dY A^-T (complex: A^-H, TF's convention)
+    yt = _mH(op.outputs[0])
     return -matmul(matmul(yt, dy), yt)
 
 
 @RegisterJVP("Inv")
 def _inv_jvp(op, t):
-    # d(A^-1) = -A^-1 dA A^-1 (Giles 2008)
-    _real_only("inv", op.inputs[0])
+    # d(A^-1) = -A^-1 dA A^-1 (Giles 2008; holomorphic: complex too)
     y = op.outputs[0]
     return -matmul(matmul(y, t), y)
 
@@ -351,7 +358,7 @@ def inv(x, /):
 
     x: ``(..., M, M)`` floating. Result: same shape and dtype. Raises ``ValueError`` for a
     non-square input and ``numpy.linalg.LinAlgError`` on NumPy for a singular matrix.
-    Gradient: ``-inv(x)^T dy inv(x)^T`` (Giles 2008); real dtypes only.
+    Gradient: ``-inv(x)^T dy inv(x)^T`` (Giles 2008; complex: conjugate transposes).
     """
     return _inv(x)
 
@@ -378,27 +385,27 @@ def _solve(x1, x2):
 
 @RegisterGradient("Solve")
 def _solve_grad(op, dx):
-    # X = A^-1 B: dB = A^-T dX, dA = -dB X^T (Giles 2008), summed over the batch
-    # axes along which A or B was broadcast. A 1-d B is one column (Array API rule).
+    # X = A^-1 B: dB = A^-T dX, dA = -dB X^T (Giles 2008; complex: A^-H and X^H, TF's
+    # convention), summed over the batch axes along which A or B was broadcast. A 1-d B is
+    # one column (Array API rule).
     a, b = op.inputs
-    _real_only("solve", a, b)
     x = op.outputs[0]
     need_a, _ = op.needs_input_grad
-    at = _mT(a)
+    at = _mH(a)
     if b.ndim == 1:
         db = _solve(at, expand_dims(dx, axis=-1))  # (..., M, 1)
-        da = -matmul(db, _mT(expand_dims(x, axis=-1))) if need_a else None
+        da = -matmul(db, _mH(expand_dims(x, axis=-1))) if need_a else None
         return da, _sum_to(reshape(db, db.shape[:-1]), b.shape)
     db = _solve(at, dx)
-    da = _sum_to(-matmul(db, _mT(x)), a.shape) if need_a else None
+    da = _sum_to(-matmul(db, _mH(x)), a.shape) if need_a else None
     return da, _sum_to(db, b.shape)
 
 
 @RegisterJVP("Solve")
 def _solve_jvp(op, ta, tb):
-    # X = A^-1 B: dX = A^-1 (dB - dA X) (Giles 2008). A 1-d B is one column.
+    # X = A^-1 B: dX = A^-1 (dB - dA X) (Giles 2008; holomorphic: complex too). A 1-d B is
+    # one column.
     a, b = op.inputs
-    _real_only("solve", a, b)
     x = op.outputs[0]
     vector = b.ndim == 1
     if vector:  # as columns: (..., M, 1)
@@ -418,8 +425,8 @@ def solve(x1, x2, /):
     ``x1.shape[:-2] + (M,)``) or ``(..., M, K)`` (columns; result ``(..., M, K)``, batch axes
     broadcast). Raises ``ValueError`` for mismatched shapes and ``numpy.linalg.LinAlgError``
     on NumPy for a singular ``x1``. Gradient: ``dx2 = solve(x1^T, dy)``,
-    ``dx1 = -dx2 @ x^T`` (Giles 2008), summed over broadcast batch axes; real
-    dtypes only.
+    ``dx1 = -dx2 @ x^T`` (Giles 2008; complex: conjugate transposes), summed over broadcast
+    batch axes.
     """
     return _solve(x1, x2)
 
