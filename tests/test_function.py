@@ -684,3 +684,89 @@ def test_a_dtype_argument_is_static():
     assert int(f(tg.constant(1.5), tg.int32)) == 1
     assert f(tg.constant(1.5), tg.float32).dtype == tg.float32
     assert f.experimental_get_tracing_count() == 2  # one trace per dtype, as per Python value
+
+
+# --- retracing warning, methods, 64-bit mode scoped to tapegrad (issue 19) ----------------------
+def test_a_function_that_keeps_retracing_warns_once_naming_the_argument():
+    f = tg.function(lambda x, scale: x * scale)
+    with pytest.warns(UserWarning, match=r"5 out of the last 5 calls to <lambda> triggered "
+                                         r"tg.function retracing.*argument 1 \('scale'\) is a "
+                                         r"Python float whose value changes.*pass it as a Tensor"
+                      ) as caught:
+        for k in range(8):
+            f(tg.constant([1.0]), float(k))
+    assert len([w for w in caught if "retracing" in str(w.message)]) == 1
+    assert caught[0].filename == __file__  # points at the call
+    assert f.experimental_get_tracing_count() == 8
+
+
+def test_changing_shapes_and_keywords_are_named_and_steady_calls_never_warn():
+    import warnings
+
+    g = tg.function(lambda x, *, n: x * n)
+    with pytest.warns(UserWarning, match=r"argument 0 \('x'\) changes shape or dtype \(now "
+                                         r"\(6,\), float64\).*argument 'n' is a Python int"):
+        for k in range(1, 9):
+            g(tg.constant(np.ones(k)), n=k)
+    steady = tg.function(lambda x, scale: x * scale)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(20):
+            steady(tg.constant([1.0, 2.0]), 3.0)
+            steady(tg.constant([1.0, 2.0, 3.0]), 3.0)  # two signatures, alternating
+    assert steady.experimental_get_tracing_count() == 2
+
+
+class _Dense(tg.Module):
+    def __init__(self, scale, name=None):
+        super().__init__(name=name)
+        self.w = tg.Variable(np.full((3, 2), scale))
+
+    @tg.function(input_signature=[tg.TensorSpec((None, 3), tg.float64)])
+    def __call__(self, x):
+        return tg.matmul(x, self.w)
+
+
+def test_a_method_with_an_input_signature_does_not_count_self():
+    a, b = _Dense(1.0), _Dense(2.0)
+    x = tg.constant(np.ones((2, 3)))
+    np.testing.assert_array_equal(a(x).numpy(), np.full((2, 2), 3.0))
+    np.testing.assert_array_equal(b(x).numpy(), np.full((2, 2), 6.0))  # not a's trace
+    np.testing.assert_array_equal(a(x).numpy(), np.full((2, 2), 3.0))
+    assert a(tg.constant(np.ones((4, 3)))).shape == (4, 2)
+    assert _Dense.__call__.experimental_get_tracing_count() == 3  # a: 2 shapes, b: 1
+    a.w.assign(np.full((3, 2), 5.0))  # state, read on each call
+    np.testing.assert_array_equal(a(x).numpy(), np.full((2, 2), 15.0))
+    with tg.GradientTape() as tape:
+        loss = tg.sum(a(x) * a(x))
+    np.testing.assert_allclose(tape.gradient(loss, a.w).numpy(), np.full((3, 2), 2 * 2 * 15.0))
+    with pytest.raises(TypeError, match=r"__call__: argument 0 has shape \(2, 4\) and dtype "
+                                        r"float64, which does not fit its input_signature "
+                                        r"TensorSpec\(shape=\(None, 3\), dtype=float64"):
+        a(tg.constant(np.ones((2, 4))))
+    with pytest.raises(TypeError, match=r"input_signature has 1 TensorSpec\(s\) but the call "
+                                        r"passes 2 positional argument\(s\)"):
+        a(x, x)
+    assert "bound tg.Function" in repr(a.__call__) and a.__call__.__self__ is a
+
+
+def test_a_method_decorator_without_signature_and_eager_mode():
+    class Counter(tg.Module):
+        def __init__(self):
+            super().__init__()
+            self.total = tg.Variable(0.0)
+
+        @tg.function
+        def add(self, x, times=1):
+            for _ in range(times):
+                self.total.assign_add(tg.sum(x))
+            return self.total * 1.0
+
+    c = Counter()
+    assert float(c.add(tg.constant([1.0, 2.0]))) == 3.0
+    assert float(c.add(tg.constant([1.0, 2.0]), times=2)) == 9.0
+    tg.config.run_functions_eagerly(True)
+    try:
+        assert float(c.add(tg.constant([1.0]))) == 10.0
+    finally:
+        tg.config.run_functions_eagerly(False)

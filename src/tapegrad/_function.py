@@ -26,7 +26,9 @@ here; this module only decides what is an input, what is state and what is an ou
 """
 from __future__ import annotations
 
+import collections
 import functools
+import inspect
 import os
 import re
 import sys
@@ -42,7 +44,7 @@ from ._tape import GradientTape, UnconnectedGradients
 from ._tensor import Tensor, Variable, _wrap, bind_variables, visible_variables
 from .errors import NumericsError, describe_fn
 
-__all__ = ["function", "Function", "TensorSpec"]
+__all__ = ["function", "Function", "TensorSpec", "RetracingWarning"]
 
 _JAX_HINT = 'install JAX with: pip install "tapegrad[jit]"'
 _OWN_DIRS = (os.path.dirname(__file__),)
@@ -99,12 +101,23 @@ def function(func=None, *, input_signature=None, jit_compile=None, reduce_retrac
         func: a Python function of Tensors, arrays, Variables and Python values (also nested in
             tuples, lists and dicts) that returns Tensors, Python values or ``None`` (also
             nested).
-        input_signature: a sequence of :class:`TensorSpec`, one per positional argument; calls
-            whose Tensors do not fit raise ``TypeError``.
+        input_signature: a sequence of :class:`TensorSpec`, one per positional argument (for
+            a method, not counting ``self``); calls whose Tensors do not fit raise
+            ``TypeError``. Each distinct shape is still traced once (a ``None`` dimension
+            admits any size but does not share one trace across sizes).
         jit_compile: ``True`` compiles (needs JAX), ``False`` runs eagerly (for debugging),
             ``None`` compiles when JAX is installed and otherwise runs eagerly, warning once.
         reduce_retracing: accepted for TensorFlow compatibility; every distinct signature is
             traced.
+
+    As a method decorator (``@tg.function`` on a method of a class, e.g. a ``tg.Module``), the
+    instance is static: not an input, not counted by ``input_signature``, each instance traced
+    on its own (by identity; its programs keep it alive), and its Variables are state as any
+    other Variable's.
+
+    When 5 of the last 10 calls trace a new signature, a :class:`RetracingWarning` (a
+    ``UserWarning``) is issued once per function, naming the arguments whose Python value,
+    shape, dtype or structure changed, as TensorFlow's retracing warning.
 
     Returns a :class:`Function`. Calls raise ``ImportError`` if ``jit_compile=True`` and JAX is
     missing, ``TypeError`` for an unhashable Python argument, ``ValueError`` when a trace other
@@ -140,40 +153,62 @@ class Function:
         self._traces = 0
         self._warned = False
         self._lock = threading.RLock()
+        self._calls = 0  # calls so far, for the retracing warning
+        self._recent = collections.deque(maxlen=_RETRACE_THRESHOLD)  # (call, changed leaves)
+        self._last_key = None  # the key (and leaf paths) of the last trace
+        self._retrace_warned = False
 
     def experimental_get_tracing_count(self) -> int:
         """The number of signatures traced so far (one per signature)."""
         return self._traces
 
     def __get__(self, obj, objtype=None):
-        return self if obj is None else types.MethodType(self, obj)
+        """As a method: a bound function whose instance is static (not an input, not counted by
+        ``input_signature``), told apart by identity, as TensorFlow's."""
+        return self if obj is None else _BoundFunction(self, obj)
 
     def __repr__(self):
         return f"<tg.Function {describe_fn(self._func)}>"
 
     def __call__(self, *args, **kwargs):
+        return self._call(args, kwargs, _UNBOUND)
+
+    def _call(self, args, kwargs, instance):
+        """A call with positional ``args`` and ``kwargs``; ``instance`` is the object a method
+        is bound to (static, keyed by identity), or ``_UNBOUND``."""
+        self._calls += 1
         if self._signature is not None:
             self._check_signature(args)
+        bound = instance is not _UNBOUND
         if config._run_eagerly or not self._compiles():
-            return self._func(*args, **kwargs)
+            return self._func(instance, *args, **kwargs) if bound else self._func(*args, **kwargs)
         if not kwargs and self._by_shapes:  # Tensors only: found without JAX's tree functions
-            program = self._by_shapes.get(_shapes_key(args))
+            fast = _shapes_key(args)
+            if fast is not None and bound:
+                fast = (_SELF, id(instance), fast)
+            program = self._by_shapes.get(fast)
             if program is not None:
                 return program.run(args)
         jax = self._jax or _jax()
         self._jax = jax
         leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
         key = (treedef, tuple([_leaf_key(x, self.__name__) for x in leaves]))
+        if bound:  # the instance by identity: the program keeps it alive, so its id stays its
+            key = (_SELF, id(instance), *key)
         if any(isinstance(_raw(x), jax.core.Tracer) for x in leaves):
-            return self._func(*args, **kwargs)  # called while another is traced: inline
+            # called while another is traced: inline
+            return self._func(instance, *args, **kwargs) if bound else self._func(*args, **kwargs)
         program = self._programs.get(key)
         if program is None:
             with self._lock:  # concurrent first calls: one thread traces, the others wait
                 program = self._programs.get(key)
                 if program is None:
                     retrace = key in self._retrace  # after a first call that created Variables
-                    program = _Program(self, treedef, leaves,
+                    func = functools.partial(self._func, instance) if bound else self._func
+                    program = _Program(self, func, treedef, leaves,
                                        first=self._traces == 0 and not retrace)
+                    if not retrace:
+                        self._note_trace(key, args, kwargs, bound)
                     self._traces += not retrace
                     if program.created and not retrace:  # run it once, trace again with them
                         self._retrace.add(key)
@@ -182,8 +217,65 @@ class Function:
                     self._programs[key] = program
                     by_shapes = None if kwargs else _shapes_key(args)
                     if by_shapes is not None:
-                        self._by_shapes[by_shapes] = program
+                        self._by_shapes[(_SELF, id(instance), by_shapes) if bound
+                                        else by_shapes] = program
         return program.run(leaves)
+
+    # --- the retracing warning ----------------------------------------------------------------
+    def _note_trace(self, key, args, kwargs, bound):
+        """Remember a new trace; warn (once per function) when ``_RETRACE_THRESHOLD`` of the
+        last ``_RETRACE_WINDOW`` calls traced, naming the arguments whose changes caused it."""
+        last, self._last_key = self._last_key, key
+        if last is None:  # the first trace is no retrace
+            return
+        self._recent.append((self._calls, _changed_leaves(last, key)))
+        if (self._retrace_warned or len(self._recent) < _RETRACE_THRESHOLD
+                or self._calls - self._recent[0][0] >= _RETRACE_WINDOW):
+            return
+        self._retrace_warned = True
+        changed = set()
+        for _, leaves in self._recent:
+            changed |= leaves
+        warnings.warn(self._retrace_message(changed, args, kwargs, bound),
+                      RetracingWarning, stacklevel=_user_stacklevel())
+
+    def _retrace_message(self, changed, args, kwargs, bound):
+        n = self._calls - self._recent[0][0] + 1
+        head = (f"{len(self._recent)} out of the last {n} calls to {self.__name__} triggered "
+                "tg.function retracing. Tracing is expensive (each new signature runs the Python "
+                "function again and compiles a new XLA program)")
+        if "self" in changed:
+            changed.discard("self")
+            if not changed:
+                return (f"{head}: the method is called on a different instance each time, and "
+                        "each instance traces its own programs. Call it on fewer instances, or "
+                        "compile a function that takes the state as arguments")
+        if None in changed or not changed:
+            return (f"{head}: the structure of the arguments (their number, or the nesting of "
+                    "tuples, lists and dicts) changes from call to call. Keep it fixed")
+        jax = _jax()
+        paths, _ = jax.tree_util.tree_flatten_with_path((args, kwargs))
+        names = _parameter_names(self._func, bound)
+        parts = []
+        for k in sorted(changed):
+            if k >= len(paths):
+                continue
+            path, leaf = paths[k]
+            what = _describe_path(path, names)
+            if isinstance(leaf, Variable):
+                parts.append(f"{what} is a different Variable each time")
+            elif isinstance(leaf, Tensor) or _is_array(leaf):
+                parts.append(f"{what} changes shape or dtype (now {tuple(leaf.shape)}, "
+                             f"{_backend.np_dtype(_raw(leaf).dtype)}), and every distinct "
+                             "shape and dtype is traced (input_signature checks them but, "
+                             "unlike TensorFlow's, a None dimension still traces once per "
+                             "size); pad or bucket it to a few shapes")
+            else:
+                parts.append(f"{what} is a Python {type(leaf).__name__} whose value changes "
+                             f"(now {leaf!r}), and every distinct Python value is traced; pass "
+                             "it as a Tensor (tg.constant(...)) instead of a Python number "
+                             "(input_signature can then fix its shape and dtype)")
+        return f"{head}: " + "; ".join(parts) + "."
 
     def _compiles(self) -> bool:
         if self._jit_compile is False:
@@ -207,6 +299,80 @@ class Function:
                        if hasattr(a, "shape") else f"a {type(a).__name__}")
                 raise TypeError(f"{self.__name__}: argument {k} has {got}, which does not fit "
                                 f"its input_signature {spec!r}")
+
+
+class _BoundFunction:
+    """A :class:`Function` bound to an instance (``Function.__get__``): calls pass the instance
+    as the Python function's first argument, as a static value told apart by identity, not an
+    input (``input_signature`` describes the other arguments)."""
+
+    __slots__ = ("__self__", "__func__")
+
+    def __init__(self, function, instance):
+        self.__func__ = function
+        self.__self__ = instance
+
+    def __call__(self, *args, **kwargs):
+        return self.__func__._call(args, kwargs, self.__self__)
+
+    def __getattr__(self, name):  # __name__, experimental_get_tracing_count, ...
+        return getattr(self.__func__, name)
+
+    def __repr__(self):
+        return f"<bound tg.Function {describe_fn(self.__func__._func)} of {self.__self__!r}>"
+
+
+class RetracingWarning(UserWarning):
+    """A ``tg.function`` keeps tracing new signatures (TensorFlow logs this as a warning)."""
+
+
+_UNBOUND = object()  # the instance of a call that is not a method call
+_SELF = "<self>"  # marks the keys of method calls, followed by the instance's id
+# warn when this many of the last _RETRACE_WINDOW calls traced (TensorFlow's numbers)
+_RETRACE_THRESHOLD, _RETRACE_WINDOW = 5, 10
+
+
+def _changed_leaves(last, key) -> set:
+    """The indices of the argument leaves whose keys differ between two call keys; ``{None}``
+    if the structure differs, ``{"self"}`` if the instance of a method call does."""
+    if last[0] == _SELF or key[0] == _SELF:
+        if last[:2] != key[:2]:
+            return {"self"}
+        last, key = last[2:], key[2:]
+    if last[0] != key[0] or len(last[1]) != len(key[1]):
+        return {None}
+    return {k for k, (a, b) in enumerate(zip(last[1], key[1])) if a != b}
+
+
+def _parameter_names(func, bound):
+    """The names of ``func``'s positional parameters (without ``self`` for a method)."""
+    try:
+        params = list(inspect.signature(func).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return names[1:] if bound else names
+
+
+def _describe_path(path, names):
+    """``argument 1 ('x')[0]``: an argument leaf by its path in ``(args, kwargs)``."""
+    jax = _jax()
+    where, rest = path[1], path[2:]
+    if path[0].idx == 0:
+        k = where.idx
+        what = f"argument {k}" + (f" ({names[k]!r})" if k < len(names) else "")
+    else:
+        what = f"argument {where.key!r}"
+    return what + (jax.tree_util.keystr(tuple(rest)) if rest else "")
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of ``warnings.warn`` called by the caller of this function that
+    points at the first frame outside tapegrad (the user's call)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_OWN_DIRS):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _shapes_key(args):
@@ -258,10 +424,10 @@ def _to_default_backend(a):
 class _Program:
     """One traced and compiled signature of a :class:`Function`."""
 
-    def __init__(self, owner, treedef, leaves, first):
+    def __init__(self, owner, func, treedef, leaves, first):
         jax = _jax()
         self.name = owner.__name__
-        self.func = owner._func
+        self.func = func  # the Python function; for a method, bound to its instance
         self.treedef = treedef
         self.dynamic = [k for k, x in enumerate(leaves)
                         if (isinstance(x, Tensor) and not isinstance(x, Variable)) or _is_array(x)]
