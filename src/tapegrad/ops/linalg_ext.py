@@ -7,7 +7,8 @@ ops, so gradients of any order exist. Conventions shared by the gradients:
 
 - Complex inputs: ``det``, ``inv`` and ``solve`` (holomorphic) differentiate them in both
   modes: the JVP is the real formula, the gradient uses conjugate transposes (TensorFlow's
-  convention, ``docs/architecture.md``, "Complex numbers"); ``trace`` and ``diagonal`` are
+  convention, ``docs/architecture.md``, "Complex numbers"); so does ``vector_norm`` (with
+  ``sign(z) = z / |z|``); ``trace`` and ``diagonal`` are
   real-coefficient linear maps, exact for complex inputs too. The other ops' gradients and
   JVPs of a complex input raise ``NotImplementedError`` (forward values are supported).
 - ``eigh``, ``eigvalsh`` and ``cholesky`` take a symmetric input and read only its lower
@@ -41,7 +42,7 @@ from .._tensor import Tensor
 from .conversion import asarray
 from .creation import ones_like, zeros_like
 from .elementwise import abs as _abs
-from .elementwise import astype, conj, holomorphic, sign, where
+from .elementwise import astype, conj, holomorphic, real, sign, where
 from .products import _bilinear_jvp, matmul
 from .manipulation import _shape, concat, expand_dims, matrix_transpose, reshape
 from .reductions import _kept_shape, _sum_to
@@ -875,9 +876,9 @@ def _vector_norm_grad(op, dy):
     # d|x|_p / dx_i = sign(x_i) (|x_i| / |x|_p)^(p - 1) (Petersen & Pedersen, "The Matrix
     # Cookbook" for p = 2): x / |x| for p = 2, sign(x) for p = 1, sign(x) on the extreme
     # elements (ties split evenly) for +-inf, 0 for the count p = 0. Where the norm is 0
-    # (x = 0) the gradient is 0 (a subgradient) for p > 0.
+    # (x = 0) the gradient is 0 (a subgradient) for p > 0. Complex x: sign(z) = z / |z|, the
+    # gradient dL/dRe + i dL/dIm of TensorFlow's convention.
     x = op.inputs[0]
-    _real_only("vector_norm", x)
     order = op.attrs.get("ord", 2)
     if x.size == 0 or order == 0:
         return zeros_like(x)
@@ -897,10 +898,12 @@ def _vector_norm_grad(op, dy):
 
 @RegisterJVP("VectorNorm")
 def _vector_norm_jvp(op, t):
-    # a reduction: d norm = sum(G * dx) over its axes, G the gradient at a unit cotangent
+    # a reduction: d norm = sum(G * dx) over its axes, G the gradient at a unit cotangent;
+    # complex x: d norm = sum(Re(conj(G) dz)), G being dL/dRe + i dL/dIm
     y = op.outputs[0]
     g = _vector_norm_grad(op, ones_like(y))
-    return _sum(g * t, axis=op.attrs.get("axis"), keepdims=op.attrs.get("keepdims", False))
+    change = real(conj(g) * t) if g.dtype.kind == "c" else g * t
+    return _sum(change, axis=op.attrs.get("axis"), keepdims=op.attrs.get("keepdims", False))
 
 
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002 - Array API name
@@ -912,7 +915,9 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002 - Arra
     ``keepdims``), real dtype. Raises ``ValueError`` for a bad axis. Gradient:
     ``sign(x) (|x| / norm)^(p-1)`` (``x / norm`` for p = 2), ``sign(x)`` on the extreme
     elements with ties split evenly for +-inf, 0 for ord = 0. At ``x = 0`` the gradient is
-    the subgradient 0 (p > 0); for p < 1 it is infinite at zero elements. Real dtypes only.
+    the subgradient 0 (p > 0); for p < 1 it is infinite at zero elements. Complex ``x``: the
+    same with ``sign(z) = z / |z|`` (TensorFlow's convention), and the JVP
+    ``sum(Re(conj(G) t))``.
     """
     if isinstance(axis, list):
         axis = tuple(axis)
