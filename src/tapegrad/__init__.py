@@ -33,6 +33,7 @@ from .transforms import *  # noqa: F401,F403
 from ._function import Function, TensorSpec, function
 from .module import Module, name_scope
 from .forward import ForwardAccumulator, jacfwd, jvp
+from .interop import from_jax, to_jax
 
 try:
     __version__ = _version("tapegrad")
@@ -55,7 +56,7 @@ __all__ = [
     "RegisterGradient", "no_gradient", "gradient_override_map", "registered_ops", "Sample",
     "Arg", "errors", "fft", "linalg", "nn", "optimizers", "random", "special", "test", "viz",
     "config", "train", "function", "Function", "TensorSpec", "ForwardAccumulator",
-    "RegisterJVP", "jvp", "jacfwd", "Module", "name_scope",
+    "RegisterJVP", "jvp", "jacfwd", "Module", "name_scope", "to_jax", "from_jax",
     *_cg.__all__, *_control_flow.__all__, "lax",
     *_transforms.__all__,
     "float16", "float32", "float64", "complex64", "complex128", "int8", "int16", "int32",
