@@ -244,3 +244,19 @@ def test_from_jax_refuses_an_output_that_is_not_an_array():
 def test_top_level_names():
     assert {"to_jax", "from_jax"} <= set(tg.__all__)
     assert tg.to_jax is tg.interop.to_jax and tg.from_jax is tg.interop.from_jax
+
+
+def test_to_jax_known_gap_second_order_through_a_custom_forward():
+    # documented limitation: a grad_fn that reads the custom op's output y gets JAX's
+    # derivative of the forward (3 x**2) at second order, where tapegrad's tapes use the
+    # custom gradient (dy/dx = y = x**3); first order agrees
+    @tg.custom_gradient
+    def c(x):
+        y = x * x * x
+        return y, lambda dy: dy * y
+
+    f = lambda x: tg.sum(c(x))  # noqa: E731
+    x = np.array([0.5, 2.0])
+    np.testing.assert_allclose(jax.grad(tg.to_jax(f))(jnp.asarray(x)), x ** 3, rtol=1e-14)
+    np.testing.assert_allclose(np.diag(tg.hessian(f)(tg.constant(x)).numpy()), x ** 3)
+    np.testing.assert_allclose(np.diag(jax.hessian(tg.to_jax(f))(jnp.asarray(x))), 3 * x ** 2)
