@@ -7,8 +7,8 @@ ops, so gradients of any order exist. Conventions shared by the gradients:
 
 - Complex inputs: ``det``, ``inv`` and ``solve`` (holomorphic) differentiate them in both
   modes: the JVP is the real formula, the gradient uses conjugate transposes (TensorFlow's
-  convention, ``docs/architecture.md``, "Complex numbers"); so does ``vector_norm`` (with
-  ``sign(z) = z / |z|``); ``trace`` and ``diagonal`` are
+  convention, ``docs/architecture.md``, "Complex numbers"); so do ``vector_norm`` and
+  ``matrix_norm`` (with ``sign(z) = z / |z|``); ``trace`` and ``diagonal`` are
   real-coefficient linear maps, exact for complex inputs too. The other ops' gradients and
   JVPs of a complex input raise ``NotImplementedError`` (forward values are supported).
 - ``eigh``, ``eigvalsh`` and ``cholesky`` take a symmetric input and read only its lower
@@ -804,9 +804,9 @@ def _matrix_norm(x, *, keepdims=False, ord="fro"):  # noqa: A002 - Array API nam
 def _matrix_norm_grad(op, dy):
     # 'fro': x / |x|_F;  'nuc': U V^T;  2 / -2: u_1 v_1^T for the largest / smallest singular
     # value (Townsend 2016); 1 / -1 (inf / -inf): sign(x) on the column (row) of largest /
-    # smallest absolute sum, split evenly among ties
+    # smallest absolute sum, split evenly among ties. Complex x: the same formulas are the
+    # gradients dL/dRe + i dL/dIm (sign(z) = z / |z|) for 'fro' and the absolute sums
     x = op.inputs[0]
-    _real_only("matrix_norm", x)
     if x.size == 0:
         return zeros_like(x)
     order = op.attrs.get("ord", "fro")
@@ -816,6 +816,7 @@ def _matrix_norm_grad(op, dy):
         yk = reshape(op.outputs[0], kept)
         return dyk * x / where(yk == 0.0, ones_like(yk), yk)  # y = 0 only at x = 0: gradient 0
     if order in ("nuc", 2, -2):
+        _real_only("matrix_norm", x)  # its second order needs svd's complex gradient
         u, _, vh = _svd(x, full_matrices=False)
         if order == 2:
             u, vh = u[..., :, :1], vh[..., :1, :]
@@ -833,7 +834,8 @@ def _matrix_norm_jvp(op, t):
     # formulas above, so ties and zeros are treated as the gradient treats them)
     y = op.outputs[0]
     g = _matrix_norm_grad(op, ones_like(y))
-    return _sum(g * t, axis=(-2, -1), keepdims=op.attrs.get("keepdims", False))
+    change = real(conj(g) * t) if g.dtype.kind == "c" else g * t
+    return _sum(change, axis=(-2, -1), keepdims=op.attrs.get("keepdims", False))
 
 
 def matrix_norm(x, /, *, keepdims=False, ord="fro"):  # noqa: A002 - Array API name
@@ -845,7 +847,9 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):  # noqa: A002 - Array API n
     or ``(..., 1, 1)`` with ``keepdims``; real dtype. Raises ``ValueError`` for another ord or
     a < 2-d input. Gradient: ``x / norm`` ('fro', 0 at x = 0), ``U V^T`` ('nuc'),
     ``u_i v_i^T`` (2, -2; Townsend 2016), ``sign(x)`` on the extreme column / row with ties
-    split evenly (1, -1, inf, -inf); real dtypes only.
+    split evenly (1, -1, inf, -inf); complex ``x``: the same with ``sign(z) = z / |z|``
+    (TensorFlow's convention) for 'fro', 1, -1, inf and -inf; the SVD-based ords raise
+    ``NotImplementedError`` (svd's complex gradient is not implemented).
     """
     if ord is None:
         ord = "fro"  # noqa: A001
