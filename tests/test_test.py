@@ -802,3 +802,17 @@ def test_check_gradients_takes_complex_arguments_as_real_pairs():
                                              r"\(3,\)\) does not match central differences"
                                              r"(.|\n)*input 0 at index \(\d, [01]\)"):
         tg.test.check_gradients(jax_convention_square, [z])
+
+
+def test_compute_gradient_takes_complex_arguments_as_tensorflow_does():
+    # z -> z^2 as a map of (Re z, Im z): [[2x, -2y], [2y, 2x]] at z = 1 + 2i, rows (Re y, Im y)
+    for dtype, real in ((np.complex128, np.float64), (np.complex64, np.float32)):
+        theoretical, numerical = tg.test.compute_gradient(lambda z: z * z,
+                                                          [np.array([1.0 + 2.0j], dtype)])
+        assert theoretical[0].dtype == real and numerical[0].dtype == real
+        np.testing.assert_allclose(theoretical[0], [[2.0, -4.0], [4.0, 2.0]], rtol=1e-6)
+        np.testing.assert_allclose(numerical[0], [[2.0, -4.0], [4.0, 2.0]], rtol=1e-3)
+    # a real result of a complex argument: one row, two columns (d|z|/dRe, d|z|/dIm)
+    theoretical, numerical = tg.test.compute_gradient(tg.abs, [np.array([3.0 + 4.0j])])
+    np.testing.assert_allclose(theoretical[0], [[0.6, 0.8]], rtol=1e-12)
+    np.testing.assert_allclose(numerical[0], [[0.6, 0.8]], rtol=1e-8)
