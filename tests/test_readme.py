@@ -23,7 +23,8 @@ pytestmark = pytest.mark.skipif(
     reason="a pasted block runs on the default backend, NumPy: the NumPy run checks them")
 README = Path(__file__).resolve().parent.parent / "README.md"
 _BLOCK = re.compile(r"```python\n(.*?)```\n(.*?)(?=```python|\Z)", re.S)
-_NEEDS = {"tg.function": "jax", "tf.function": "jax", "import jax": "jax", "tg.train.": "safetensors"}
+_NEEDS = {"tg.function": "jax", "tf.function": "jax", "import jax": "jax",
+          "tg.train.": "safetensors"}
 
 
 def _blocks():
