@@ -770,3 +770,37 @@ def test_a_method_decorator_without_signature_and_eager_mode():
         assert float(c.add(tg.constant([1.0]))) == 10.0
     finally:
         tg.config.run_functions_eagerly(False)
+
+
+def test_64_bit_mode_is_scoped_to_tapegrad_programs():
+    out = _fresh_process("""
+        import jax, jax.numpy as jnp, numpy as np, tapegrad as tg
+        f = tg.function(lambda x: x * 2.0, jit_compile=True)
+        y = f(tg.constant(1.0))
+        print(jnp.zeros(1).dtype, jax.config.jax_enable_x64, y.dtype, float(y))
+        v = tg.Variable(np.ones(2))
+
+        @tg.function
+        def step(x):
+            v.assign_add(x)
+            return tg.astype(tg.sum(v), tg.int64) + tg.argmax(x)
+
+        r = step(tg.constant([1.0, 0.5]))
+        # the state written back is NumPy, so eager ops on it stay in float64
+        print(r.dtype, int(r), type(v.numpy()).__name__, (v * 2.0).dtype, jnp.zeros(1).dtype)
+        with tg.GradientTape() as tape:
+            x = tg.constant([0.5, 2.0])
+            tape.watch(x)
+            z = tg.sum(f(x) * x)
+        g = tape.gradient(z, x)
+        print(g.dtype, g.numpy().tolist(), jnp.ones(1).dtype, jnp.arange(2).dtype)
+    """)
+    assert out[0] == "float32 False float64 2.0"
+    assert out[1] == "int64 3 ndarray float64 float32"
+    assert out[2] == "float64 [2.0, 8.0] float32 int32"
+    jax_backend = _fresh_process("""
+        import jax, tapegrad as tg
+        f = tg.function(lambda x: x * 2.0)
+        print(jax.config.jax_enable_x64, f(tg.constant(1.0)).dtype, (tg.constant(1.0) * 2.0).dtype)
+    """, TAPEGRAD_ARRAY_BACKEND="jax.numpy")
+    assert jax_backend[0] == "True float64 float64"  # eager tapegrad on JAX arrays: process-wide

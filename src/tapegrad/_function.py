@@ -17,12 +17,17 @@ here; this module only decides what is an input, what is state and what is an ou
 * **Gradients through a call**: under a recording ``GradientTape`` that traces an input (or
   reads a trainable Variable), the call is recorded as one op whose gradient is itself a
   compiled function (the VJP of a replay of the Python function), differentiable again.
-* The first compiled call turns JAX's 64-bit mode on (``jax_enable_x64``, process-wide), so
-  results have the dtypes eager execution gives. Results are arrays of the default backend
-  (NumPy unless ``TAPEGRAD_ARRAY_BACKEND`` says otherwise); with NumPy (or JAX) as the default
-  backend, the Variables a call assigns hold JAX arrays afterwards (state stays with XLA
-  between calls, as TensorFlow keeps variables on the device), which eager ops mix with NumPy
-  arrays; with another default backend they are converted back to it.
+* Programs are traced and run with JAX's 64-bit mode on for themselves only
+  (``config.x64_scope``), so results have the dtypes eager execution gives while the user's
+  own JAX code keeps its setting (``jnp.zeros(1)`` stays float32 unless the user turned
+  ``jax_enable_x64`` on; ``TAPEGRAD_ARRAY_BACKEND=jax.numpy`` turns it on process-wide).
+  Results are arrays of the default backend (NumPy unless ``TAPEGRAD_ARRAY_BACKEND`` says
+  otherwise). The Variables a call assigns hold JAX arrays afterwards (state stays with XLA
+  between calls, as TensorFlow keeps variables on the device) where eager JAX ops on them run
+  in 64-bit mode too (JAX the default backend, or NumPy with the user's JAX in 64-bit mode);
+  otherwise they are converted to the default backend's arrays.
+* A ``Function`` that keeps tracing new signatures warns (:class:`RetracingWarning`), and as a
+  method decorator its instance is static (:class:`_BoundFunction`).
 """
 from __future__ import annotations
 
@@ -51,13 +56,14 @@ _OWN_DIRS = (os.path.dirname(__file__),)
 
 
 def _jax():
-    """The ``jax`` module, with 64-bit mode on; raises ``ImportError`` saying how to install it."""
+    """The ``jax`` module, set up for tapegrad (64-bit mode is turned on by :func:`_Program`
+    around its traces and calls only); raises ``ImportError`` saying how to install it."""
     try:
         import jax
     except ImportError:
         raise ImportError(f"tg.function(jit_compile=True) compiles with XLA through JAX, which "
                           f"is not installed; {_JAX_HINT}, or use jit_compile=False") from None
-    config.configure_jax(jax)
+    config.configure_jax(jax, process_x64=False)
     return jax
 
 
@@ -463,7 +469,8 @@ class _Program:
                                           _backend.np_dtype(_raw(leaves[k]).dtype))
                      for k in self.dynamic]
         try:
-            closed = jax.make_jaxpr(pure)(var_avals, dyn_avals)
+            with config.x64_scope(jax):  # float64 as eagerly, for tapegrad's programs only
+                closed = jax.make_jaxpr(pure)(var_avals, dyn_avals)
         except Exception as e:  # noqa: BLE001 - re-raised, explained where it is a tracing error
             raise _explained(e, self.name) from e
         self.created = info["created"]
@@ -520,9 +527,11 @@ class _Program:
         for i, a in enumerate(values):
             if type(a) not in _AS_IS:
                 values[i] = _host(a)
+        jax = _jax()
         try:
-            flat = self.compiled(*values)
-        except _jax().errors.JaxRuntimeError as e:  # a callback of tapegrad's raised
+            with config.x64_scope(jax):  # as traced: JAX keys its programs by the setting
+                flat = self.compiled(*values)
+        except jax.errors.JaxRuntimeError as e:  # a callback of tapegrad's raised
             found = re.search(r"(check_numerics|host callback): [^\n]*", str(e))
             if found is None:
                 raise
@@ -536,8 +545,12 @@ class _Program:
             outs = [Tensor(_to_default_backend(a)) for a in flat[:n_out]]
         if self.state:
             # state stays a JAX array between calls (no copy to and from XLA) where eager ops
-            # can mix it with the default backend's arrays: NumPy's (JAX takes them) or JAX's
-            keep = _backend._default is np or _backend._default.__name__.startswith("jax")
+            # can mix it with the default backend's arrays in 64-bit mode: JAX as the default
+            # backend (64-bit process-wide), or NumPy where the user's JAX is in 64-bit mode
+            # too; else eager JAX ops on it would compute in float32, so it becomes NumPy
+            default = _backend._default
+            keep = default.__name__.startswith("jax") or (
+                default is np and jax.config.jax_enable_x64)
             for v, a in zip(self.state, flat[n_out:]):
                 v._value = a if keep else _to_default_backend(a)
         if _records._state.tapes:

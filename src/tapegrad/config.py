@@ -113,12 +113,21 @@ def get_synchronous_execution() -> bool:
     return _synchronous is not False
 
 
-def configure_jax(jax) -> None:
-    """Set up ``jax`` for tapegrad (called wherever tapegrad first uses it): 64-bit mode on,
-    and the CPU execution mode of :func:`set_synchronous_execution` if JAX has not started
-    its backends yet and the environment does not set it."""
+def configure_jax(jax, process_x64=None) -> None:
+    """Set up ``jax`` for tapegrad (called wherever tapegrad first uses it): the CPU execution
+    mode of :func:`set_synchronous_execution` if JAX has not started its backends yet and the
+    environment does not set it; and, if ``process_x64``, JAX's 64-bit mode for the whole
+    process. ``tg.function`` passes ``False``: it traces and runs its programs inside
+    :func:`x64_scope`, so the user's own JAX code keeps its setting. ``None`` (the other
+    callers) means ``True`` outside a ``tg.function`` trace: JAX as the default array backend
+    (``TAPEGRAD_ARRAY_BACKEND=jax.numpy``: eager tapegrad computes on JAX arrays, in float64
+    as on every backend), or control flow compiled on the tracers of the user's own
+    ``jax.jit``; and ``False`` inside one (control flow in a ``tg.function``, already in
+    its scope)."""
     global _jax_configured
-    if not jax.config.jax_enable_x64:
+    if process_x64 is None:
+        process_x64 = not tracing()
+    if process_x64 and not jax.config.jax_enable_x64:
         jax.config.update("jax_enable_x64", True)
     if _jax_configured:
         return
@@ -129,6 +138,22 @@ def configure_jax(jax) -> None:
         return
     if not _backends_started():
         jax.config.update(_ASYNC_FLAG, _synchronous is False)
+
+
+def x64_scope(jax):
+    """A context manager turning JAX's 64-bit mode on in this thread for its block only
+    (``jax.enable_x64(True)``, or ``jax.experimental.enable_x64()`` on older JAX); JAX keys its
+    compiled programs by the setting, so a program traced in it must be called in it."""
+    scope = getattr(jax, "enable_x64", None)
+    if callable(scope) and hasattr(scope, "value"):  # JAX >= 0.6: a config state
+        return scope(True)
+    try:
+        from jax.experimental import enable_x64
+    except ImportError:  # no scoped switch in this JAX: the process-wide one
+        if not jax.config.jax_enable_x64:
+            jax.config.update("jax_enable_x64", True)
+        return contextlib.nullcontext()
+    return enable_x64()
 
 
 experimental = types.SimpleNamespace(set_synchronous_execution=set_synchronous_execution,
