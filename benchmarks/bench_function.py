@@ -33,7 +33,8 @@ from bench_overhead import (N_OPS, chain, chain_numpy, chain_tapegrad, make_mlp,
 
 from tapegrad._function import _jax  # noqa: E402
 
-jax = _jax()  # JAX with 64-bit mode on, as tg.function uses it
+jax = _jax()
+jax.config.update("jax_enable_x64", True)  # the peer in float64, as tg.function's programs
 jnp = jax.numpy
 
 
