@@ -12,8 +12,9 @@ on JAX arrays (tracers included): no conversion of programs, only of the derivat
   ``jax.jvp``, each computed by another ``from_jax`` op: tapegrad differentiates it to any
   order, eagerly and inside ``tg.function``.
 
-Both turn on JAX's 64-bit mode (``config.configure_jax``, as ``tg.function`` does), because
-tapegrad's default floating dtype is float64: NumPy float64 inputs stay float64 in JAX.
+Both turn on JAX's 64-bit mode for the whole process (``config.configure_jax``; unlike
+``tg.function``, which scopes it to its own programs), because tapegrad's default floating
+dtype is float64: NumPy float64 inputs stay float64 in JAX.
 """
 from __future__ import annotations
 
@@ -84,8 +85,9 @@ def to_jax(f):
 
     Forwards that need concrete values (NumPy code, ``tg.numpy_function``) run as
     ``jax.pure_callback`` on traced values, as inside ``tg.function``. Calling ``to_jax``
-    turns on JAX's 64-bit mode (``jax_enable_x64``, process-wide), as ``tg.function`` does, so
-    float64 values stay float64; float32 inputs stay float32 unless ``f`` mixes them with
+    turns on JAX's 64-bit mode (``jax_enable_x64``, process-wide; ``tg.function`` scopes it to
+    its programs, this cannot: JAX traces the returned function), so float64 values stay
+    float64; float32 inputs stay float32 unless ``f`` mixes them with
     float64 values.
 
     Limitations: integer and boolean inputs get no tangent (JAX's ``float0``), integer
@@ -221,8 +223,8 @@ def from_jax(jax_fn, name=None):
     and every other nesting work to any order. Only floating inputs and outputs are
     differentiated; integer ones get ``None``.
 
-    Calling ``from_jax``'s op turns on JAX's 64-bit mode (``jax_enable_x64``), as
-    ``tg.function`` does, so NumPy float64 inputs stay float64.
+    Calling ``from_jax``'s op turns on JAX's 64-bit mode (``jax_enable_x64``, process-wide,
+    unlike ``tg.function``), so NumPy float64 inputs stay float64.
 
     Raises ``TypeError`` if ``jax_fn`` is not callable or an output leaf is not an array;
     ``ImportError`` without JAX; errors of ``jax_fn`` itself propagate.
