@@ -30,7 +30,7 @@ from .control_flow import *  # noqa: F401,F403
 from . import lax  # noqa: E402
 from . import transforms as _transforms
 from .transforms import *  # noqa: F401,F403
-from ._function import Function, TensorSpec, function
+from ._function import Function, RetracingWarning, TensorSpec, function
 from .module import Module, name_scope
 from .forward import ForwardAccumulator, jacfwd, jvp
 from .interop import from_jax, to_jax
@@ -55,7 +55,8 @@ __all__ = [
     "OperationView", "UnconnectedGradients", "register_hook", "debugging", "primitive",
     "RegisterGradient", "no_gradient", "gradient_override_map", "registered_ops", "Sample",
     "Arg", "errors", "fft", "linalg", "nn", "optimizers", "random", "special", "test", "viz",
-    "config", "train", "function", "Function", "TensorSpec", "ForwardAccumulator",
+    "config", "train", "function", "Function", "RetracingWarning", "TensorSpec",
+    "ForwardAccumulator",
     "RegisterJVP", "jvp", "jacfwd", "Module", "name_scope", "to_jax", "from_jax",
     *_cg.__all__, *_control_flow.__all__, "lax",
     *_transforms.__all__,
