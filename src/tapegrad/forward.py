@@ -160,7 +160,8 @@ class ForwardAccumulator:
             if type(res) is Tensor and len(outs) == 1:  # the common case
                 o = outs[0]
                 rv, ov = res._value, o._value
-                if rv.shape != ov.shape or rv.dtype is not ov.dtype and rv.dtype != ov.dtype:
+                if (type(rv) is not type(ov) or rv.shape != ov.shape
+                        or rv.dtype is not ov.dtype and rv.dtype != ov.dtype):
                     res = _checked_tangent(op, 0, res, rule)
                 if res is not None:
                     tangents[o._id] = res

@@ -333,27 +333,22 @@ def holomorphic(grad):
     values of an op whose outputs are holomorphic in its floating inputs (products, ``prod``,
     ``sigmoid``): tapegrad's convention (TensorFlow's) gives ``conj(J)^T dy``, which is
     ``conj(grad(op, conj(dy)))`` (``grad`` is linear in ``dy`` and reads the inputs
-    holomorphically); a real input of a complex result gets the real part. Real values take
-    ``grad`` itself. The JVP of such an op is its real rule: ``J t``."""
+    holomorphically); a real input of a complex result gets the real part (the core's
+    ``check_gradient`` takes it). Real values take ``grad`` itself. The JVP of such an op is
+    its real rule: ``J t``."""
     @functools.wraps(grad)
     def rule(op, *dys):
-        if not any(d is not None and _is_complex(d) for d in dys):
+        for d in dys:  # a loop, not any(): this runs for every product on the reverse pass
+            if d is not None and _is_complex(d):
+                break
+        else:
             return grad(op, *dys)
         gs = grad(op, *[None if d is None else conj(d) for d in dys])
         single = not isinstance(gs, (tuple, list))
-        out = [_real_part_for_real(None if g is None else conj(g), x)
-               for g, x in zip([gs] if single else gs, op.inputs)]
+        out = [None if g is None else conj(g) for g in ([gs] if single else gs)]
         return out[0] if single else tuple(out)
 
     return rule
-
-
-def _real_part_for_real(g, x):
-    """The gradient ``g`` of input ``x`` of an op with a complex result: its real part if ``x``
-    is real (``x`` may be None or a Python scalar when ``g`` is None)."""
-    if g is None or not hasattr(x, "_value"):
-        return g
-    return real(g) if _is_complex(g) and not _is_complex(x) else g
 
 
 def _define_binary(name, op_type, f1, f2, dom1, dom2, reads):
@@ -374,7 +369,7 @@ def _define_binary(name, op_type, f1, f2, dom1, dom2, reads):
             return f1(a, b, y, dy) if n1 else None, f2(a, b, y, dy) if n2 else None
         g1 = c1(a, b, y, dy) if n1 else None
         g2 = c2(a, b, y, dy) if n2 else None
-        return _real_part_for_real(g1, a), _real_part_for_real(g2, b)
+        return g1, g2
 
     @RegisterJVP(op_type)
     def jvp(o, t1, t2):

@@ -17,7 +17,7 @@ from .._backend import register_kernel as _register_kernel
 from .._registry import RegisterGradient, RegisterJVP, Sample, primitive, rule_op
 from .._tensor import Tensor
 from .manipulation import _shape, expand_dims, matrix_transpose, permute_dims, reshape
-from .elementwise import _is_complex, _real_part_for_real, conj, holomorphic
+from .elementwise import _is_complex, conj, holomorphic
 from .reductions import _sum_to
 
 
@@ -199,11 +199,12 @@ RegisterJVP("VecDot")(_bilinear_jvp)  # also for complex: vecdot conjugates x1 l
 def _vecdot_grad(op, dy):
     # y = sum(conj(x1) * x2, axis): dx1 = conj(dy) * x2, dx2 = dy * x1 (tapegrad's convention:
     # y is anti-holomorphic in x1, holomorphic in x2; for real values dy * x2 and dy * x1),
-    # with dy's reduced axis restored, broadcasting undone, real parts for real inputs
+    # with dy's reduced axis restored and broadcasting undone (real inputs get the real part
+    # from the core, _validation.check_gradient)
     a, b = op.inputs
     dy = expand_dims(dy, axis=op.attrs.get("axis", -1))
     da = _sum_to((conj(dy) if _is_complex(dy) else dy) * b, a.shape)
-    return _real_part_for_real(da, a), _real_part_for_real(_sum_to(dy * a, b.shape), b)
+    return da, _sum_to(dy * a, b.shape)
 
 
 def vecdot(x1, x2, /, *, axis=-1):
