@@ -55,8 +55,9 @@ def wavenumbers(n):
 
 def spectral_operator(n, dt=DT, nu=NU):
     """The map ``u -> P D u`` of an ``(2, n, n)`` float64 Tensor, ``D = exp(-nu |k|^2 dt)``,
-    with the Nyquist modes set to zero, as a ``tg.custom_gradient``: ``P D`` is a real symmetric multiplier at each ``k``, even in
-    ``k``, so the map is self-adjoint and its gradient is ``P D dy``."""
+    with the Nyquist modes set to zero, as a ``tg.custom_gradient``: ``P D`` is a real
+    symmetric multiplier at each ``k``, even in ``k``, so the map is self-adjoint and its
+    gradient is ``P D dy``."""
     kx, ky, k2 = wavenumbers(n)
     resolved = (np.abs(kx) < n / 2) & (ky < n / 2)  # the Nyquist modes have no direction
     decay = tg.constant(np.where(resolved, np.exp(-nu * (kx ** 2 + ky ** 2) * dt), 0.0))

@@ -243,7 +243,7 @@ class Function:
         for _, leaves in self._recent:
             changed |= leaves
         warnings.warn(self._retrace_message(changed, args, kwargs, bound),
-                      RetracingWarning, stacklevel=_user_stacklevel())
+                      RetracingWarning, stacklevel=_records._site(sys._getframe())[1])
 
     def _retrace_message(self, changed, args, kwargs, bound):
         n = self._calls - self._recent[0][0] + 1
@@ -370,15 +370,6 @@ def _describe_path(path, names):
     else:
         what = f"argument {where.key!r}"
     return what + (jax.tree_util.keystr(tuple(rest)) if rest else "")
-
-
-def _user_stacklevel() -> int:
-    """The ``stacklevel`` of ``warnings.warn`` called by the caller of this function that
-    points at the first frame outside tapegrad (the user's call)."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_code.co_filename.startswith(_OWN_DIRS):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 def _shapes_key(args):

@@ -443,9 +443,11 @@ def _losers(t) -> tuple:
 
 
 def _site(frame) -> tuple:
-    """``(user, via)``: the ``(frame, stack level)`` of the first caller outside tapegrad, NumPy
-    and installed libraries (the user's line), and ``"file:line"`` of the library frame that
-    converted, if one did (``None`` when the user's line converted itself)."""
+    """``(frame, level, via)``: the first frame from ``frame`` outward that is outside
+    tapegrad, NumPy and installed libraries (the user's line) and its ``warnings.warn``
+    stack level as seen from ``frame``, and ``"file:line"`` of the library frame in between,
+    if one was (``None`` when the user's line called directly). Also used by ``_function``
+    for its warnings."""
     level, via = 1, None
     while frame is not None:
         name = frame.f_code.co_filename
@@ -459,9 +461,9 @@ def _site(frame) -> tuple:
 
 
 def _note_conversion(t, how="converted to a NumPy array"):
-    """Called by ``Tensor.__array__`` and ``__dlpack__`` (``how`` it leaves): a tensor that a recording tape traces
-    (or a forward accumulator gives a tangent) is leaving for NumPy or another library, where
-    neither sees it. Warn once per call site in the user's code (the first frame outside
+    """Called by ``Tensor.__array__`` and ``__dlpack__`` (``how`` it leaves): a tensor that a
+    recording tape traces (or a forward accumulator gives a tangent) is leaving for NumPy or
+    another library, where neither sees it. Warn once per call site in the user's code (the first frame outside
     tapegrad, NumPy and installed libraries such as SciPy, which is named as well) and note the
     site on the tapes, for ``tape.explain``."""
     if _state.grad_op is not None or len(_state.tapes) == 0:
@@ -481,7 +483,8 @@ def _note_conversion(t, how="converted to a NumPy array"):
             else "no gradient and no JVP")
     inside = f" (inside {via})" if via is not None and frame is not None else ""
     warnings.warn(
-        f"a {type(t).__name__} of shape {t.shape} {what} was {how} at {site}{inside}; what is computed from that array carries {lost} (a library that "
+        f"a {type(t).__name__} of shape {t.shape} {what} was {how} at {site}{inside}; what "
+        f"is computed from that array carries {lost} (a library that "
         "computes with NumPy leaves the tape there, and tape.gradient returns None for it). "
         "Use tapegrad functions (an Array API namespace) for a differentiable result, wrap the "
         "NumPy code in a tg.custom_gradient that gives its gradient, or convert with "

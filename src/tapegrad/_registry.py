@@ -471,8 +471,8 @@ def RegisterJVP(op_type: str):  # noqa: N802 - the forward-mode twin of Register
     tangent is the derivative along the tangent (``f'(z) t`` for a holomorphic op), not the
     gradient's conjugate form. Tangents are checked as gradients are: one that broadcasts to
     its output's shape or differs only in floating precision (or is real for a complex output)
-    is fitted, other shapes and dtypes raise ``GradientShapeError`` at the call. Write it with tapegrad ops so that it is differentiable
-    again. The default (no rule) is the transpose of the op's VJP (``tapegrad.forward``).
+    is fitted, other shapes and dtypes raise ``GradientShapeError`` at the call. Write it
+    with tapegrad ops so that it is differentiable again. The default (no rule) is the transpose of the op's VJP (``tapegrad.forward``).
     The op type may be defined before or after. Raises ``TypeError`` for a type that is not a
     non-empty string, ``ValueError`` if it already has a JVP rule from other code (the same
     code run again replaces it with a warning, as :func:`primitive`).
