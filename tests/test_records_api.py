@@ -166,3 +166,26 @@ def test_backward_state_names_the_running_gradient():
     tape.gradient(y, x)
     assert seen[0][0] is tape
     assert _records.backward_state() == (None, None)
+
+
+def test_the_record_of_a_gradient_computed_on_raw_arrays_says_it_cannot_be_replayed():
+    @tg.custom_gradient
+    def f(x):
+        return x * x, lambda dy: dy * tg.constant(2.0 * x.numpy())  # raw arrays: once only
+
+    x = tg.constant([1.0, 2.0])
+    with tg.GradientTape(persistent=True) as outer:
+        outer.watch(x)
+        with tg.GradientTape() as inner:
+            inner.watch(x)
+            y = tg.sum(f(x))
+        g = inner.gradient(y, x)
+    np.testing.assert_array_equal(g.numpy(), [2.0, 4.0])
+    (record,) = [op for op in outer.operations if op.type.startswith("OnceDifferentiable")]
+    with pytest.raises(tg.errors.NotDifferentiableError,
+                       match=r"OnceDifferentiable\(CustomGradient:f\) cannot be replayed: it is "
+                             "the record of a gradient computed on raw arrays"):
+        record.forward(x)
+    with pytest.raises(tg.errors.NotDifferentiableError, match="cannot differentiate the "
+                                                               "gradient of op type"):
+        outer.gradient(g, x)

@@ -525,9 +525,12 @@ def _once_differentiable_entry(op, fn):
             "unknown (it would silently be zero). Write the gradient function with tapegrad "
             "ops, or give a second-order gradient with a nested @tg.custom_gradient")
 
-    return CallDef(f"OnceDifferentiable({op.type})", (), grad, reads=READS["none"],
-                   replay_error="it is the record of a gradient computed on raw arrays",
-                   is_custom=False)
+    def replay(*inputs):
+        raise NotDifferentiableError(f"OnceDifferentiable({op.type}) cannot be replayed: it is "
+                                     "the record of a gradient computed on raw arrays")
+
+    return CallDef(f"OnceDifferentiable({op.type})", (), grad, replay=replay,
+                   reads=READS["none"], is_custom=False)
 
 
 def _once_differentiable(op, fn, dys, g):
