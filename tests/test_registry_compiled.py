@@ -4,7 +4,8 @@ For each differentiable op type (its first declared sample), one compiled functi
 VJP of the op with a fixed random cotangent three times: taken on the op directly, through a
 ``tg.lax.scan`` whose body applies the op (the scan's reverse pass runs the body again under a
 tape, inside an XLA loop), and taken inside a scan's body; and the JVP with a fixed random
-tangent twice: on the op directly and through the scan. Each must equal its eager value.
+tangent twice: on the op directly and through the scan. Each must equal its eager value, as
+must JAX's ``grad`` and ``jvp`` of the op made a JAX function by ``tg.to_jax``.
 """
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import pytest
 import tapegrad as tg
 from test_registry_gradients import _SYMMETRIC_INPUT, _is_builtin
 
-pytest.importorskip("jax")
+jax = pytest.importorskip("jax")
 pytestmark = pytest.mark.skipif(
     tg._backend.default_namespace().__name__ == "array_api_strict",
     reason="compiled code makes array_api_strict constants that do not mix with JAX tracers")
@@ -81,4 +82,13 @@ def test_gradient_compiled_and_in_a_compiled_loop(op_type):
     for name, got in zip(names, compiled):
         for k, (g, e) in enumerate(zip(got, expected_jvp if "JVP" in name else expected)):
             np.testing.assert_allclose(g.numpy(), e, rtol=1e-9, atol=1e-12,
+                                       err_msg=f"{op_type}: {name}, {k}")
+    # JAX transforming the op through tg.to_jax: its reverse mode transposes the JVP rules
+    primals, directions = [x.numpy() for x in xs], [t.numpy() for t in tangents]
+    by_jax = {"VJP by jax.grad(tg.to_jax)": jax.grad(tg.to_jax(lambda *xs: total(f(*xs))),
+                                                      argnums=tuple(range(len(xs))))(*primals),
+              "JVP by jax.jvp(tg.to_jax)": jax.jvp(tg.to_jax(f), primals, directions)[1]}
+    for name, got in by_jax.items():
+        for k, (g, e) in enumerate(zip(got, expected_jvp if "JVP" in name else expected)):
+            np.testing.assert_allclose(np.asarray(g), e, rtol=1e-9, atol=1e-12,
                                        err_msg=f"{op_type}: {name}, {k}")

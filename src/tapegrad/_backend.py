@@ -56,7 +56,7 @@ def namespace(*values):
 
 def _resolve(value):
     cls = type(value)
-    if isinstance(value, np.generic):
+    if isinstance(value, (np.generic, np.ndarray)):  # subclasses too (JAX's constant literals)
         xp = np
     else:
         import array_api_compat
