@@ -37,6 +37,7 @@ from ._tensor import Tensor, Variable, bind_variables, visible_variables
 from .errors import SavedModelError
 from .interop import from_jax
 from .module import Module, name_scope
+from .ops import conj
 from .train import _Graph, _safetensors, _stored
 
 __all__ = ["save", "load", "SaveOptions", "LoadedFunction"]
@@ -314,70 +315,85 @@ def _host(a):
     return _backend.to_numpy(a)
 
 
-def _conj(jax, a):
-    return jax.numpy.conj(a) if jax.numpy.iscomplexobj(a) else a
-
-
 def _floating(dtype) -> bool:
     return np.dtype(_backend.np_dtype(dtype)).kind in "fc"
 
 
-def _exportable(jax, entry, variables, assigned):
-    """The function to export: ``(*variable values, *arguments) -> (outputs, new values of the
-    assigned Variables)``, a ``jax.custom_vjp`` whose backward pass is tapegrad's reverse pass
-    (a ``GradientTape`` over a replay), so custom and registered gradients are exported."""
+class _Flat:
+    """A tapegrad function of a flat list of Tensors returning a flat list of Tensors, and what
+    a tape watches to differentiate it with respect to each input (:meth:`sources`)."""
+
+    def __init__(self, fn, sources):
+        self.fn, self.sources = fn, sources
+
+
+def _entry_flat(jax, entry, variables, assigned, info):
+    """``entry`` as a :class:`_Flat` of ``[*variable values, *arguments]`` returning
+    ``[*output leaves, *new values of the assigned Variables]``; the Variables are bound to the
+    given values, so a tape differentiates with respect to them by watching the Variables
+    themselves (their reads are what the ops record). ``info["tree"]``: the outputs' pytree."""
     n_var = len(variables)
 
-    def run(vals):
-        """The entry on ``vals`` with its Variables bound: ``(outputs pytree of Tensors and
-        values, new values of the assigned Variables (Tensors), argument Tensors)``."""
-        args = [Tensor(a) for a in vals[n_var:]]
-        with bind_variables(zip(variables, vals[:n_var])) as scope:
-            with config.trace_scope():
-                out = entry.call(args)
+    def fn(tensors):
+        with bind_variables([(v, t._value) for v, t in zip(variables, tensors)]) as scope:
+            out = entry.call(list(tensors[n_var:]))
             new = [Tensor(scope.values[variables[k]._id]) for k in assigned]
-            return out, new, args
+        leaves, tree = jax.tree_util.tree_flatten(out, is_leaf=lambda x: isinstance(x, Tensor))
+        info["tree"] = tree
+        leaves = [o if isinstance(o, Tensor) else Tensor(jax.numpy.asarray(o)) for o in leaves]
+        return [*leaves, *new]
 
-    def as_jax(o):
-        return jax.numpy.asarray(_host(o._value if isinstance(o, Tensor) else o))
+    return _Flat(fn, lambda tensors: [*variables, *tensors[n_var:]])
 
+
+def _vjp_flat(jax, flat, n_in, fin, fout):
+    """The VJP of ``flat`` as a :class:`_Flat` of ``[*inputs, *cotangents of the floating
+    outputs fout]`` returning the gradients of the floating inputs ``fin``, in JAX's complex
+    convention (the conjugate of tapegrad's). It is tapegrad code again (a ``GradientTape``
+    over ``flat``), so its own VJP is tapegrad's reverse pass too, to any order."""
+    def fn(tensors):
+        xs, cts = tensors[:n_in], tensors[n_in:]
+        sources = flat.sources(xs)
+        with GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch([sources[k] for k in fin])
+            outs = flat.fn(xs)
+        targets = [outs[k] for k in fout]
+        grads = tape.gradient(targets, [sources[k] for k in fin],
+                              output_gradients=[_tconj(c) for c in cts],
+                              unconnected_gradients=UnconnectedGradients.ZERO)
+        return [_tconj(g) for g in grads]
+
+    return _Flat(fn, lambda tensors: [*flat.sources(tensors[:n_in]), *tensors[n_in:]])
+
+
+def _tconj(t):
+    return conj(t) if np.dtype(_backend.np_dtype(t.dtype)).kind == "c" else t
+
+
+def _custom_vjp(jax, flat):
+    """``flat`` as a JAX function of flat arrays, a ``jax.custom_vjp`` whose VJP runs
+    tapegrad's reverse pass (:func:`_vjp_flat`, itself made a ``custom_vjp`` the same way), so
+    the export's derivatives of every order are tapegrad's: custom and registered gradients,
+    also where a gradient is differentiated again."""
     def forward(*vals):
-        out, new, _ = run(vals)
-        tree = jax.tree_util.tree_map(as_jax, out, is_leaf=lambda x: isinstance(x, Tensor))
-        return tree, [as_jax(t) for t in new]
+        with config.trace_scope():
+            outs = flat.fn([Tensor(v) for v in vals])
+        return [jax.numpy.asarray(_host(o._value)) for o in outs]
 
     core = jax.custom_vjp(forward)
 
     def fwd(*vals):
-        return forward(*vals), vals
+        return core(*vals), vals
 
-    def bwd(vals, cts):
-        with bind_variables(zip(variables, vals[:n_var])) as scope:
-            args = [Tensor(a) for a in vals[n_var:]]
-            sources = [*variables, *args]
-            with GradientTape(watch_accessed_variables=False) as tape:
-                tape.watch([s for s in sources if _floating(s.dtype)])
-                with config.trace_scope():
-                    out = entry.call(args)
-                new = [Tensor(scope.values[variables[k]._id]) for k in assigned]
-            leaves = jax.tree_util.tree_leaves((out, new), is_leaf=lambda x: isinstance(x, Tensor))
-            ct_leaves = jax.tree_util.tree_leaves(cts)
-            targets, grads_in = [], []
-            for o, ct in zip(leaves, ct_leaves):
-                if isinstance(o, Tensor) and _floating(o.dtype) and _floating(ct.dtype):
-                    targets.append(o)
-                    grads_in.append(Tensor(_conj(jax, ct)))  # JAX's cotangent: conj of ours
-            with config.trace_scope():
-                grads = tape.gradient(targets, sources, output_gradients=grads_in,
-                                      unconnected_gradients=UnconnectedGradients.ZERO) \
-                    if targets else [None] * len(sources)
-        result = []
-        for s, g, v in zip(sources, grads, vals):
-            if g is None or not _floating(s.dtype):
-                result.append(None)
-            else:
-                result.append(_conj(jax, g._value).astype(v.dtype))
-        return tuple(result)
+    def bwd(vals, cts):  # an integer output's cotangent is float0
+        fin = [k for k, v in enumerate(vals) if _floating(v.dtype)]
+        fout = [k for k, c in enumerate(cts) if _floating(c.dtype)]
+        grads = [None] * len(vals)
+        if fin and fout:
+            vjp = _custom_vjp(jax, _vjp_flat(jax, flat, len(vals), fin, fout))
+            for k, g in zip(fin, vjp(*vals, *[cts[k] for k in fout])):
+                grads[k] = g.astype(vals[k].dtype)
+        return tuple(grads)
 
     core.defvjp(fwd, bwd)
     return core
@@ -438,12 +454,21 @@ def save(obj, export_dir, signatures=None, options=None):
         specs = _specs(jax, entry)
         used, assigned = _discover(jax, entry, named, specs)
         variables = [named[k][1] for k in used]
-        core = _exportable(jax, entry, variables, [used.index(k) for k in assigned])
+        info = {}
+        core = _custom_vjp(jax, _entry_flat(jax, entry, variables,
+                                            [used.index(k) for k in assigned], info))
+        n_state = len(assigned)
+
+        def exported_fn(*vals, core=core, info=info, n_state=n_state):  # outputs in their tree
+            flat = core(*vals)
+            n_out = len(flat) - n_state
+            return (jax.tree_util.tree_unflatten(info["tree"], flat[:n_out]), flat[n_out:])
+
         var_avals = [jax.ShapeDtypeStruct(tuple(v.shape), _backend.np_dtype(v.dtype))
                      for v in variables]
         try:
             with config.x64_scope(jax):
-                exported = jax.export.export(jax.jit(core), platforms=options.platforms)(
+                exported = jax.export.export(jax.jit(exported_fn), platforms=options.platforms)(
                     *var_avals, *specs)
                 blobs[key] = exported.serialize(vjp_order=options.vjp_order)
         except NotImplementedError as e:
@@ -689,15 +714,15 @@ class LoadedFunction:
         return out
 
     def _arguments(self, args, kwargs):
-        name, specs = self.__name__, self.input_signature
-        args = list(args)
+        name, specs = f"the loaded function {self.__name__!r}", self.input_signature
+        args, positional = list(args), len(args)
         for key, value in kwargs.items():
             if key not in self._params:
-                raise TypeError(f"{name}() got an unexpected keyword argument {key!r}; its "
+                raise TypeError(f"{name} got an unexpected keyword argument {key!r}; its "
                                 f"parameters are {self._params}")
             k = self._params.index(key)
-            if k < len(args):
-                raise TypeError(f"{name}() got multiple values for argument {key!r}")
+            if k < positional:
+                raise TypeError(f"{name} got multiple values for argument {key!r}")
             args.extend([_MISSING] * (k + 1 - len(args)))
             args[k] = value
         if len(args) != len(specs) or any(a is _MISSING for a in args):
