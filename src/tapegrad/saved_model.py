@@ -249,6 +249,15 @@ def _callback_error(label, found, cause=None):
             f" ({cause})" if cause else ""))
 
 
+def _created_error(entry, created):
+    names = ", ".join(repr(v.name) for v in created)
+    return ValueError(
+        f"tg.saved_model.save: {entry.label} created Variables ({names}) while it was traced "
+        "for export; an export holds only Variables that exist before it. Call the function "
+        "once before saving (Variables made on the first call then exist), or create them in "
+        "__init__")
+
+
 def _discover(jax, entry, named, specs):
     """Trace ``entry`` once with every visible Variable bound to a traced value; returns the
     indices (into ``named``) of the Variables it reads and of those it assigns. Raises for a
@@ -258,9 +267,9 @@ def _discover(jax, entry, named, specs):
 
     def pure(var_vals, args):
         with bind_variables(zip(candidates, var_vals)) as scope:
+            info["created"] = scope.created
             with config.trace_scope():
                 out = entry.call([Tensor(a) for a in args])
-            info["created"] = list(scope.created)
             info["changed"] = [k for k, (v, val) in enumerate(zip(candidates, var_vals))
                                if scope.values[v._id] is not val]
             leaves = jax.tree_util.tree_leaves(out, is_leaf=lambda x: isinstance(x, Tensor))
@@ -272,17 +281,15 @@ def _discover(jax, entry, named, specs):
     try:
         with config.x64_scope(jax):
             closed = jax.make_jaxpr(pure)(var_avals, specs)
-    except TypeError as e:
-        if "host callback" in str(e) or "needs the values of its inputs" in str(e):
+    except Exception as e:  # noqa: BLE001 - a Variable created first is the likely cause
+        if info.get("created"):
+            raise _created_error(entry, info["created"]) from e
+        if isinstance(e, TypeError) and ("host callback" in str(e)
+                                         or "needs the values of its inputs" in str(e)):
             raise _callback_error(entry.label, [], cause=str(e).split(".")[0]) from e
         raise
     if info["created"]:
-        names = ", ".join(repr(v.name) for v in info["created"])
-        raise ValueError(
-            f"tg.saved_model.save: {entry.label} created Variables ({names}) while it was "
-            "traced for export; an export holds only Variables that exist before it. Call the "
-            "function once before saving (Variables made on the first call then exist), or "
-            "create them in __init__")
+        raise _created_error(entry, info["created"])
     found = _callbacks(jax, closed.jaxpr)
     if found:
         raise _callback_error(entry.label, found)
