@@ -536,3 +536,12 @@ def test_save_errors_name_the_cause(tmp_path):
     with pytest.raises(ValueError, match=r"vjp_order must be an int >= 0"):
         tg.saved_model.SaveOptions(vjp_order=-1)
     assert sorted(os.listdir(tmp_path)) == ["busy"]  # nothing written by a refused save
+
+
+def test_tensorflow_names(tmp_path):
+    import tapegrad.compat.tensorflow as tf
+
+    net = Net()
+    tf.saved_model.save(net, str(tmp_path / "tf"))
+    loaded = tf.saved_model.load(str(tmp_path / "tf"))
+    np.testing.assert_allclose(loaded(X).numpy(), net(tg.constant(X)).numpy(), rtol=1e-14)
