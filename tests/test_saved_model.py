@@ -490,6 +490,9 @@ def test_save_errors_name_the_cause(tmp_path):
         tg.saved_model.save(net, tmp_path / "a", signatures=net.untyped)
     with pytest.raises(TypeError, match=r"signatures\['f'\] is a function, not a tg.function"):
         tg.saved_model.save(net, tmp_path / "a", signatures={"f": lambda x: x})
+    with pytest.raises(ValueError, match="a signature name must be a non-empty string of "
+                                         r"letters.*got 'a/b'"):
+        tg.saved_model.save(net, tmp_path / "a", signatures={"a/b": net.loss})
     with pytest.raises(ValueError, match="is a method of another object"):
         tg.saved_model.save(net, tmp_path / "a", signatures=Net(name="other").loss)
 

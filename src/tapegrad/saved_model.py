@@ -25,6 +25,7 @@ import importlib.metadata
 import inspect
 import json
 import os
+import re
 import shutil
 import tempfile
 
@@ -47,7 +48,8 @@ VERSION = 1
 METADATA = "tapegrad_saved_model.json"
 VARIABLES = "variables.safetensors"
 FUNCTIONS = "functions"
-DEFAULT_SIGNATURE = "serving_default"  # TensorFlow's key for a single signature function
+DEFAULT_SIGNATURE = "serving_default"
+_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")  # TensorFlow's key for a single signature function
 _HINT = 'install JAX with: pip install "tapegrad[jit]"'
 
 
@@ -152,9 +154,10 @@ def _entries(obj, signatures):
     keys = {}
     by_function = {id(f): name for name, f in methods.items()}
     for sname, fn in signatures.items():
-        if not isinstance(sname, str) or not sname:
-            raise TypeError(f"tg.saved_model.save: signature names must be non-empty strings, "
-                            f"got {sname!r}")
+        if not isinstance(sname, str) or not _NAME.match(sname):
+            raise ValueError(f"tg.saved_model.save: a signature name must be a non-empty string "
+                             f"of letters, digits, '_', '.' and '-' (it names a file), got "
+                             f"{sname!r}")
         bound = getattr(fn, "__self__", None)
         function = getattr(fn, "__func__", fn)
         if not isinstance(function, Function):
@@ -432,8 +435,9 @@ def save(obj, export_dir, signatures=None, options=None):
     constants), so the loaded object has them as Variables; those it assigns are written back
     after each loaded call. Gradients are tapegrad's (custom and registered ones included).
 
-    Returns ``None``. Raises ``TypeError`` for a signature that is not a ``tg.function``;
-    ``ValueError`` when there is nothing to export, a function has no ``input_signature``,
+    Returns ``None``. Raises ``TypeError`` for a signature that is not a ``tg.function`` or
+    ``options`` that are not :class:`SaveOptions`; ``ValueError`` for a signature name that
+    is not letters, digits, ``_``, ``.`` and ``-``, when there is nothing to export, a function has no ``input_signature``,
     reads or assigns a Variable ``obj`` does not hold, creates a Variable, or runs an op
     whose forward is NumPy code (a host callback, which cannot be serialized), or when
     ``export_dir`` is a non-empty directory that is not an export; ``ImportError`` without
@@ -451,7 +455,7 @@ def save(obj, export_dir, signatures=None, options=None):
     named = _variables(obj)
     paths = [p for p, _ in named]
     heads = {p.split("/")[0] for p in paths}
-    for name in methods:
+    for name in [*methods, "signatures"]:
         if name in heads:
             raise ValueError(f"tg.saved_model.save: the method {name!r} and the Variables under "
                              f"{name!r}/ would share one attribute of the loaded object; "
@@ -648,22 +652,27 @@ class _Loaded(_Node):
 
     @property
     def variables(self):
+        """Every loaded Variable, in the exported object's order."""
         return tuple(v for _, v in self._ordered())
 
     @property
     def trainable_variables(self):
+        """The trainable loaded Variables, in the exported object's order."""
         return tuple(v for _, v in self._ordered() if v.trainable)
 
     @property
     def non_trainable_variables(self):
+        """The loaded Variables that are not trainable, in the exported object's order."""
         return tuple(v for _, v in self._ordered() if not v.trainable)
 
     def named_variables(self, trainable_only=False):
+        """``(path, Variable)`` pairs, the exported object's paths (``"dense/kernel"``)."""
         for path, v in self._ordered():
             if v.trainable or not trainable_only:
                 yield path, v
 
     def __call__(self, *args, **kwargs):
+        """Call the exported ``__call__`` method; ``TypeError`` if the export has none."""
         fn = self.__dict__.get("__call__")
         if fn is None:
             raise TypeError(f"the loaded object {self.name!r} is not callable: its export has no "
@@ -714,6 +723,7 @@ class LoadedFunction:
         self._n_out_state = n_out_state
 
     def __call__(self, *args, **kwargs):
+        """Run the export on the arguments (see the class docstring); returns its outputs."""
         args = self._arguments(args, kwargs)
         out, state = self._op(*self._variables, *args)
         for v, t in zip(self._assigns, state):
