@@ -548,3 +548,16 @@ def test_tensorflow_names(tmp_path):
     tf.saved_model.save(net, str(tmp_path / "tf"))
     loaded = tf.saved_model.load(str(tmp_path / "tf"))
     np.testing.assert_allclose(loaded(X).numpy(), net(tg.constant(X)).numpy(), rtol=1e-14)
+
+
+def test_an_export_for_several_platforms_runs_here(tmp_path):
+    net = Net()
+    options = tg.saved_model.SaveOptions(platforms=("cpu", "cuda"))
+    tg.saved_model.save(net, tmp_path / "multi", options=options)
+    meta = json.loads((tmp_path / "multi" / "tapegrad_saved_model.json").read_text())
+    assert meta["functions"]["loss"]["platforms"] == ["cpu", "cuda"]
+    loaded = tg.saved_model.load(tmp_path / "multi")
+    np.testing.assert_allclose(loaded.loss(X, Y)["loss"].numpy(),
+                               _reference(net)[0]["loss"].numpy(), rtol=1e-13)
+    with pytest.raises(TypeError, match=r"platforms must be JAX platform names .*got \(1,\)"):
+        tg.saved_model.SaveOptions(platforms=[1])
