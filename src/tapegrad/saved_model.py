@@ -702,7 +702,9 @@ class LoadedFunction:
         self._params = params
         self._variables = variables
         self._assigns = assigns
-        call = _differentiable(jax, exported, name, 1)
+        # jit: JAX caches the trace of the custom_vjp wrappers (eagerly they are traced again
+        # on every call, about 15 times the program's own time)
+        call = jax.jit(_differentiable(jax, exported, name, 1))
         n_out_state = len(assigns)
 
         def jax_fn(*flat):
