@@ -561,3 +561,16 @@ def test_an_export_for_several_platforms_runs_here(tmp_path):
                                _reference(net)[0]["loss"].numpy(), rtol=1e-13)
     with pytest.raises(TypeError, match=r"platforms must be JAX platform names .*got \(1,\)"):
         tg.saved_model.SaveOptions(platforms=[1])
+
+
+def test_exporting_with_check_numerics_on_says_to_turn_it_off(tmp_path):
+    tg.debugging.enable_check_numerics()
+    try:
+        with pytest.raises(ValueError, match=r"Net.__call__ cannot be exported: a host callback "
+                                             r"\(a NumPy forward, tg.numpy_function, or the "
+                                             r"checks of tg.debugging.enable_check_numerics\).*"
+                                             r"disable_check_numerics\(\) before saving"):
+            tg.saved_model.save(Net(), tmp_path / "checked")
+    finally:
+        tg.debugging.disable_check_numerics()
+    tg.saved_model.save(Net(), tmp_path / "checked")  # then it exports

@@ -240,16 +240,20 @@ def _callbacks(jax, jaxpr) -> list:
 
 def _callback_error(label, found, cause=None):
     ops = sorted({f for f in found if "callback" not in f})
-    what = (f"op type(s) {', '.join(map(repr, ops))}, whose forward is NumPy (or reads "
-            "values), run" if ops else "a host callback (a NumPy forward, tg.numpy_function or "
-            "check-numerics) runs")
+    if ops:
+        what = (f"op type(s) {', '.join(map(repr, ops))}, whose forward is NumPy (or reads "
+                "values), run")
+        fix = ("Write the forward against the Array API namespace of its inputs (xp = "
+               "array_namespace(x)) so that it traces, or as a composition of tapegrad ops")
+    else:
+        what = ("a host callback (a NumPy forward, tg.numpy_function, or the checks of "
+                "tg.debugging.enable_check_numerics) runs")
+        fix = ("Write NumPy forwards against the Array API namespace of their inputs, and call "
+               "tg.debugging.disable_check_numerics() before saving")
     return ValueError(
         f"tg.saved_model.save: {label} cannot be exported: {what} as a host callback into "
         "Python, which a serialized JAX export cannot contain (it must run without the Python "
-        "code). Write the forward against the Array API namespace of its inputs (xp = "
-        "array_namespace(x)) so that it traces, or as a composition of tapegrad ops; and "
-        "disable tg.debugging.enable_check_numerics while saving" + (
-            f" ({cause})" if cause else ""))
+        f"code). {fix}" + (f" ({cause})" if cause else ""))
 
 
 def _created_error(entry, created):
