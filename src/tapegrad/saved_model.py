@@ -310,8 +310,9 @@ def _discover(jax, entry, named, specs):
         if not touched:
             continue
         if v._id not in index:
+            verb = "assigns" if k in info["changed"] else "reads"
             raise ValueError(
-                f"tg.saved_model.save: {entry.label} {'assigns' if k in info['changed'] else 'reads'}"
+                f"tg.saved_model.save: {entry.label} {verb}"
                 f" the Variable {v.name!r} (shape {tuple(v.shape)}), which the exported object "
                 "does not hold, so it could not be saved with it. Store it as an attribute of "
                 "the object (or of one of its submodules), or pass it as an argument")
@@ -441,11 +442,12 @@ def save(obj, export_dir, signatures=None, options=None):
 
     Returns ``None``. Raises ``TypeError`` for a signature that is not a ``tg.function`` or
     ``options`` that are not :class:`SaveOptions`; ``ValueError`` for a signature name that
-    is not letters, digits, ``_``, ``.`` and ``-``, when there is nothing to export, a function has no ``input_signature``,
-    reads or assigns a Variable ``obj`` does not hold, creates a Variable, or runs an op
-    whose forward is NumPy code (a host callback, which cannot be serialized), or when
-    ``export_dir`` is a non-empty directory that is not an export; ``ImportError`` without
-    JAX or safetensors; ``OSError`` when writing fails (the previous export stays whole).
+    is not letters, digits, ``_``, ``.`` and ``-``, when there is nothing to export, a function
+    has no ``input_signature``, reads or assigns a Variable ``obj`` does not hold, creates a
+    Variable, or runs an op whose forward is NumPy code (a host callback, which cannot be
+    serialized), or when ``export_dir`` is a non-empty directory that is not an export;
+    ``ImportError`` without JAX or safetensors; ``OSError`` when writing fails (the previous
+    export stays whole).
     """
     jax = _jax()
     st = _safetensors()
