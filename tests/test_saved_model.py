@@ -576,3 +576,15 @@ def test_exporting_with_check_numerics_on_says_to_turn_it_off(tmp_path):
     finally:
         tg.debugging.disable_check_numerics()
     tg.saved_model.save(Net(), tmp_path / "checked")  # then it exports
+
+
+def test_without_jax_or_flatbuffers_says_what_to_install(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "flatbuffers", None)  # import flatbuffers raises
+    with pytest.raises(ImportError, match=r"JAX serializes with flatbuffers, which is not "
+                                          r"installed: install JAX with: pip install "
+                                          r"\"tapegrad\[jit\]\""):
+        tg.saved_model.save(Net(), tmp_path / "x")
+    monkeypatch.setitem(sys.modules, "jax", None)
+    with pytest.raises(ImportError, match="JAX is not installed"):
+        tg.saved_model.load(tmp_path / "x")
+    assert not (tmp_path / "x").exists()

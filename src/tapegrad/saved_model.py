@@ -54,12 +54,20 @@ _HINT = 'install JAX with: pip install "tapegrad[jit]"'
 
 
 def _jax():
+    """The ``jax`` module (with ``jax.export``); ``ImportError`` saying what to install when
+    JAX or flatbuffers is missing."""
     try:
         import jax
         import jax.export  # noqa: F401
     except ImportError:
         raise ImportError(f"tg.saved_model stores functions as JAX exports; JAX is not "
                           f"installed: {_HINT}") from None
+    try:
+        import flatbuffers  # noqa: F401 - what jax.export serializes with
+    except ImportError:
+        raise ImportError(f"tg.saved_model stores functions as JAX exports, which JAX "
+                          f"serializes with flatbuffers, which is not installed: {_HINT} (or "
+                          "pip install flatbuffers)") from None
     config.configure_jax(jax, process_x64=False)
     return jax
 
