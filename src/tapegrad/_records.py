@@ -277,17 +277,17 @@ def new_record(opdef, args, attrs, outs, whole=False) -> Operation:
     op = _new_object(Operation)
     op._opdef = opdef
     gdef = op._gdef = _state.overrides.get(opdef.type, opdef) if _overriding else opdef
-    in_ids = []
+    in_ids = ()  # grown as a tuple: for the one or two inputs of most ops, faster than a list
     for a in args:
         if type(a) is Tensor:
-            in_ids.append(a._id)
+            in_ids += (a._id,)
         elif type(a) in _SCALAR_TYPES or a is None:
-            in_ids.append(None)
+            in_ids += (None,)
         else:  # a Variable (it may change: snapshotted), a subclass, a backend array
             args = tuple([_as_input(a) for a in args])
-            in_ids = [a._id if isinstance(a, Tensor) else None for a in args]
+            in_ids = tuple([a._id if isinstance(a, Tensor) else None for a in args])
             break
-    op._in_ids = tuple(in_ids)
+    op._in_ids = in_ids
     op.attrs = attrs
     reads = READS["both"] if whole else gdef.reads
     a0 = args[0] if args else None  # inputs are kept outright when the first one is small
