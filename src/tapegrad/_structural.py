@@ -65,7 +65,8 @@ def provide(**fns) -> None:
         setattr(ops, name, fn)
 
 
-_EXTENSION_POINTS = ("linearize", "host_callback", "explain", "to_dot", "register_hook")
+_EXTENSION_POINTS = ("linearize", "host_callback", "explain", "to_dot", "register_hook",
+                     "to_host")
 
 
 class ExtensionPoints:
@@ -77,7 +78,10 @@ class ExtensionPoints:
       traced inputs; ``host_callback.wants(error, opdef)`` says whether an error is that need;
     - ``explain(tape, target, sources)`` and ``to_dot(tape, target, sources)``
       (``tapegrad.viz``): ``GradientTape.explain`` and ``GradientTape.to_dot``;
-    - ``register_hook(tensor, fn)`` (``tapegrad._hooks``): ``Tensor.register_hook``.
+    - ``register_hook(tensor, fn)`` (``tapegrad._hooks``): ``Tensor.register_hook``;
+    - ``to_host(array, name)`` (``tapegrad._function``): the default backend's copy of a
+      compiled call's device-resident result (``array``, made by ``tg.function`` ``name``),
+      waiting for it; an error of the program is raised here, naming the function.
     """
 
     __slots__ = _EXTENSION_POINTS

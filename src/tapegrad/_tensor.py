@@ -8,6 +8,13 @@ reference cycle links tensors and tape records. Arithmetic operators are attache
 Tensors never change under a tape: ``constant`` and ``Variable`` copy their value, ``numpy()``
 returns a read-only view, and a Variable's ``assign`` rebinds its array unless nothing else
 holds it.
+
+A Tensor returned by a compiled call (and a Variable it updated) is *device-resident*: it holds
+the JAX array the program produced (``_device``) and no ``_value`` until something reads that:
+the first read (an eager op, ``numpy()``, printing) makes the default backend's copy through
+the ``to_host`` extension point and keeps it (``__getattr__``, reached only when ``_value`` is
+missing, so reading a present ``_value`` costs what it always did). ``shape``, ``dtype`` and
+``device`` do not copy, and a compiled call takes the device array itself (:func:`device_array`).
 """
 from __future__ import annotations
 
@@ -58,34 +65,47 @@ class Tensor:
     (:class:`~tapegrad.errors.TapeLeakWarning`).
     """
 
-    __slots__ = ("_value", "_id", "__weakref__")
+    __slots__ = ("_value", "_id", "_device", "__weakref__")
     __hash__ = None  # == is elementwise, as in TensorFlow 2 and NumPy
 
     def __init__(self, value):
         self._id = next(_ids)
         self._value = value
 
+    def __getattr__(self, name):
+        """Reached only when normal lookup fails: ``_value`` of a device-resident Tensor (a
+        compiled call's result) is its host copy, made here on the first read and kept."""
+        if name == "_value":
+            cache = _cache(self)
+            if cache is not None:
+                host = cache[1]
+                if host is None:  # waits for the program; raises its error, naming it
+                    host = cache[1] = _extensions.to_host(cache[0], cache[2])
+                _SLOT.__set__(self, host)
+                return host
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     # --- array facts -------------------------------------------------------------------------
     @property
     def shape(self) -> tuple:
         """The shape, a tuple of ints."""
-        return tuple(self._value.shape)
+        return tuple(peek(self).shape)
 
     @property
     def dtype(self):
         """The dtype, as tapegrad's (NumPy's) dtype object whatever the backend."""
-        dt = self._value.dtype
+        dt = peek(self).dtype
         return dt if isinstance(dt, np.dtype) else _backend.np_dtype(dt)
 
     @property
     def ndim(self) -> int:
         """Number of dimensions."""
-        return self._value.ndim
+        return peek(self).ndim
 
     @property
     def size(self) -> int:
         """Number of elements."""
-        return int(self._value.size)
+        return int(peek(self).size)
 
     @property
     def id(self) -> int:
@@ -94,8 +114,10 @@ class Tensor:
 
     @property
     def device(self):
-        """The device of the backend array (``"cpu"`` on NumPy)."""
-        return getattr(self._value, "device", "cpu")
+        """The device of the backend array (``"cpu"`` on NumPy); for a compiled call's result,
+        the JAX device that holds it (also once a host copy was made)."""
+        a = device_array(self)
+        return getattr(self._value if a is None else a, "device", "cpu")
 
     def register_hook(self, fn):
         """Call ``fn(gradient)`` when this tensor's gradient is computed; it may return a
@@ -203,6 +225,74 @@ def _short(t) -> str:
 
 
 _SLOT = Tensor.__dict__["_value"]  # a Tensor's own storage; a Variable's _value looks at bindings
+# a device-resident value: [device array, its host copy or None, the compiled function's name]
+_DEVICE = Tensor.__dict__["_device"]
+
+
+def _cache(t):
+    """``t``'s device cache (``[device array, host copy or None, function name]``), or None."""
+    try:
+        return _DEVICE.__get__(t)
+    except AttributeError:
+        return None
+
+
+def peek(t):
+    """``t``'s array where it is, for its shape and dtype: a device-resident value's device array
+    when no host copy exists (no copy is made). A bound Variable's binding has the same shape
+    and dtype as its own value."""
+    try:
+        return _SLOT.__get__(t)
+    except AttributeError:
+        cache = _cache(t)
+        if cache is None:
+            raise
+        return cache[0]
+
+
+def device_array(t):
+    """The device array that holds ``t``'s current value, or None: a compiled call's result
+    (or a Variable it updated, or one whose value a call copied to the device), unless the
+    value was rebound since (``x[k] = v``, ``assign``) or a Variable is bound in this thread."""
+    cache = _cache(t)
+    if cache is None:
+        return None
+    bound = _binding.values
+    if bound is not None and t._id in bound:
+        return None
+    try:
+        host = _SLOT.__get__(t)
+    except AttributeError:
+        return cache[0]
+    return cache[0] if host is cache[1] else None
+
+
+def on_device(array, name, host=None) -> Tensor:
+    """A device-resident Tensor of ``array`` (a JAX array): an output of the compiled function
+    ``name``, or (``host``, its value on the default backend) an array put on a device."""
+    t = _new(Tensor)
+    t._id = next(_ids)
+    t._device = [array, host, name]
+    if host is not None:
+        t._value = host
+    return t
+
+
+def set_on_device(v, array, host=None, name=None) -> None:
+    """Make ``array`` (a device array) Variable ``v``'s value: state a compiled call wrote
+    (``host`` None: no host copy until one is read), or the device copy of ``v``'s present
+    host value ``host`` that a call took. Inside :func:`bind_variables` of ``v``, the binding
+    is set to ``array`` instead."""
+    bound = _binding.values
+    if bound is not None and v._id in bound:
+        bound[v._id] = array
+        return
+    if host is None:
+        try:
+            _SLOT.__delete__(v)
+        except AttributeError:
+            pass
+    _DEVICE.__set__(v, [array, host, name])
 
 
 class Variable(Tensor):
@@ -240,6 +330,7 @@ class Variable(Tensor):
             bound[self._id] = value
         else:
             _SLOT.__set__(self, value)
+            _DEVICE.__set__(self, None)  # a device copy of an earlier value is stale
 
     _value = property(_get_value, _set_value)
 
@@ -356,8 +447,14 @@ class Variable(Tensor):
 
     def _snapshot(self) -> Tensor:
         t = _new(Tensor)
-        t._value = self._value
         t._id = self._id
+        cache = _cache(self)
+        if cache is not None and device_array(self) is not None:  # shared: one host copy
+            t._device = cache
+            if cache[1] is not None:
+                t._value = cache[1]
+        else:
+            t._value = self._value
         return t
 
     def __repr__(self):
