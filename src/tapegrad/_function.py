@@ -52,8 +52,8 @@ import numpy as np
 from . import _backend, _records, _registry, _structural, config
 from ._records import record_outputs
 from ._tape import GradientTape, UnconnectedGradients
-from ._tensor import (Tensor, Variable, _wrap, bind_variables, device_array, on_device, peek,
-                      set_on_device, visible_variables)
+from ._tensor import (DeviceTensor, Tensor, Variable, _wrap, bind_variables, device_array,
+                      on_device, peek, set_on_device, visible_variables)
 from .errors import NumericsError, describe_fn
 
 __all__ = ["function", "Function", "TensorSpec", "RetracingWarning"]
@@ -386,10 +386,14 @@ def _shapes_key(args):
     into a trace)."""
     key = []
     for a in args:
-        if type(a) is not Tensor:
-            return None
-        v = peek(a)
-        if type(v) not in _AS_IS:
+        kind = type(a)
+        if kind is Tensor:
+            v = a._value
+            if type(v) not in _AS_IS:
+                return None
+        elif kind is DeviceTensor:
+            v = peek(a)  # its device array, or the host copy made from it
+        else:
             return None
         key.append((v.shape, v.dtype))
     return tuple(key)
@@ -405,7 +409,7 @@ def _is_array(x) -> bool:
 def _leaf_key(x, name):
     """What of an argument leaf the signature depends on."""
     if type(x) is Tensor:
-        v = peek(x)
+        v = x._value
         return v.shape, v.dtype
     if isinstance(x, Variable):
         return ("variable", id(x))
