@@ -97,7 +97,6 @@ def test_copies_devices_and_integer_overflow():
     device = x.device
     z = tg.zeros(2, device=device)  # device-resident there, its eager value on the default
     assert z.device == device and type(z._value) is type(tg.zeros(2)._value)  # backend
-    assert type((x + z)._value) is JAX_ARRAY  # an eager op with a JAX array: JAX's
     v = tg.Variable(_j(np.array([1, 2], dtype=np.int8)))
     with pytest.raises(OverflowError):  # JAX would wrap 300 around in int8
         v.assign_add(300)

@@ -391,8 +391,10 @@ def _shapes_key(args):
             v = a._value
             if type(v) not in _AS_IS:
                 return None
-        elif kind is DeviceTensor:
-            v = peek(a)  # its device array, or the host copy made from it
+        elif kind is DeviceTensor:  # its device array, or the host copy made from it
+            v = peek(a)
+            key.append((tuple(v.shape), _backend.np_dtype(v.dtype)))
+            continue
         else:
             return None
         key.append((v.shape, v.dtype))
@@ -410,7 +412,7 @@ def _leaf_key(x, name):
     """What of an argument leaf the signature depends on."""
     if type(x) is Tensor:
         v = x._value
-        return v.shape, v.dtype
+        return tuple(v.shape), _backend.np_dtype(v.dtype)
     if isinstance(x, Variable):
         return ("variable", id(x))
     if isinstance(x, Tensor) or _is_array(x):
@@ -429,7 +431,7 @@ class _Program:
     """One traced and compiled signature of a :class:`Function`."""
 
     def __init__(self, owner, func, treedef, leaves, first):
-        jax = _jax()
+        jax = self.jax = _jax()
         self.name = owner.__name__
         self.func = func  # the Python function; for a method, bound to its instance
         self.treedef = treedef
@@ -523,15 +525,12 @@ class _Program:
         The call is dispatched asynchronously (JAX's default): the returned Tensors and the
         Variables it assigns hold the program's device arrays, which the next call takes as
         they are; the first read of a value on the host waits (``_to_host``)."""
-        jax = _jax()
-        with config.x64_scope(jax):  # as traced: JAX keys its programs by the setting
-            values = [_variable_input(v, jax) for v in self.variables]
-            for k in self.dynamic:
-                values.append(_input(leaves[k]))
-            try:
-                flat = self.compiled(*values)
-            except jax.errors.JaxRuntimeError as e:  # a callback of tapegrad's raised
-                raise _runtime_error(e, self.name) from None
+        jax = self.jax
+        if config.x64_enabled(jax):  # already on (the user's setting): the scope costs 3-5 us
+            flat = self._dispatch(leaves, jax)
+        else:
+            with config.x64_scope(jax):  # as traced: JAX keys its programs by the setting
+                flat = self._dispatch(leaves, jax)
         n_out, name = self.n_out, self.name
         if _backend._default.__name__.startswith("jax"):  # JAX is the eager backend too
             outs = [_wrap(a) for a in flat[:n_out]]
@@ -548,7 +547,18 @@ class _Program:
         result = list(self.out_leaves)
         for k, t in zip(self.tensors, outs):
             result[k] = t
-        return _jax().tree_util.tree_unflatten(self.out_tree, result)
+        return jax.tree_util.tree_unflatten(self.out_tree, result)
+
+    def _dispatch(self, leaves, jax):
+        """Call the program (in 64-bit mode) on the used Variables and the dynamic leaves;
+        returns its flat outputs (JAX arrays, not waited for)."""
+        values = [_variable_input(v, jax) for v in self.variables]
+        for k in self.dynamic:
+            values.append(_input(leaves[k]))
+        try:
+            return self.compiled(*values)
+        except jax.errors.JaxRuntimeError as e:  # a callback of tapegrad's raised
+            raise _runtime_error(e, self.name) from None
 
     # --- gradients through a call -------------------------------------------------------------
     def _replay_function(self):

@@ -57,6 +57,15 @@ def configure_jax(jax, process_x64=None) -> None:
         jax.config.update("jax_enable_x64", True)
 
 
+def x64_enabled(jax) -> bool:
+    """Whether JAX's 64-bit mode is on in this thread (then :func:`x64_scope` is not needed:
+    JAX keys its programs by the setting's value, not by how it was set)."""
+    state = getattr(jax, "enable_x64", None)
+    if state is not None and hasattr(state, "value"):  # JAX >= 0.6: thread-local aware
+        return state.value
+    return bool(jax.config.jax_enable_x64)
+
+
 def x64_scope(jax):
     """A context manager turning JAX's 64-bit mode on in this thread for its block only
     (``jax.enable_x64(True)``, or ``jax.experimental.enable_x64()`` on older JAX); JAX keys its
