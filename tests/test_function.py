@@ -510,6 +510,31 @@ def test_float64_state_stays_float64_in_eager_ops_outside_64_bit_mode():
                                    rtol=1e-15)
 
 
+def test_arrays_created_on_a_jax_device_are_device_resident(host_copies):
+    f = tg.function(lambda x: x * 2.0, jit_compile=True)
+    y = f(tg.constant([1.0 / 3.0, 2.0]))
+    x = tg.asarray(np.array([1.0 / 3.0, 1.0]), device=y.device)  # as Array API code writes
+    z = tg.zeros(2, device=y.device)
+    for t in (x, z):
+        assert t.device == y.device and t.dtype == np.float64  # float64 even in 32-bit mode
+        assert type(t._value) is type(tg.constant(1.0)._value)  # eager ops: default backend
+    np.testing.assert_allclose((x + z).numpy(), [1.0 / 3.0, 1.0], rtol=1e-15)
+    np.testing.assert_allclose(f(x).numpy(), [2.0 / 3.0, 2.0], rtol=1e-15)
+    assert host_copies == ["<lambda>"]  # only f(x)'s result was copied, by numpy()
+
+
+def test_a_variable_a_program_only_reads_is_put_on_the_device_once():
+    w = tg.Variable(np.array([1.0, 2.0]))
+    f = tg.function(lambda x: x * w, jit_compile=True)
+    x = tg.asarray(np.array([3.0, 4.0]), device=jax.devices()[0])
+    f(x)  # the first call puts w's value on the device and keeps it there
+    with jax.transfer_guard("disallow_explicit"):
+        y = f(x)
+    np.testing.assert_allclose(y.numpy(), [3.0, 8.0])
+    w.assign([5.0, 6.0])  # a new value: the next call takes it, not the kept copy
+    np.testing.assert_allclose(f(x).numpy(), [15.0, 24.0])
+
+
 def _mlp_training(compiled, steps=5):
     rng = np.random.default_rng(0)
     params = [tg.Variable(rng.normal(size=(8, 16)).astype(np.float32) / 3, name="w1"),
