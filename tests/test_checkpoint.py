@@ -392,7 +392,7 @@ def test_a_damaged_state_file_is_reported(tmp_path):
 
 
 def test_variables_holding_jax_arrays_after_a_compiled_step_are_saved(tmp_path):
-    pytest.importorskip("jax")
+    jax = pytest.importorskip("jax")
     if _backend.default_namespace() is not np:
         pytest.skip("tg.function writes values back in the default backend's arrays")
     w = tg.Variable(np.array([1.0, -2.0], np.float32))
@@ -406,7 +406,7 @@ def test_variables_holding_jax_arrays_after_a_compiled_step_are_saved(tmp_path):
 
     step()
     step()
-    assert type(w._value).__module__.startswith("jax")
+    assert w.device == jax.devices()[0]  # state on the device, no host copy made yet
     expected = w.numpy().copy()
     m = opt._slots[w._id]["momentum"].numpy().copy()
     path = tg.train.Checkpoint(w=w, opt=opt).write(tmp_path / "c")

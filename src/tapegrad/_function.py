@@ -21,11 +21,17 @@ here; this module only decides what is an input, what is state and what is an ou
   (``config.x64_scope``), so results have the dtypes eager execution gives while the user's
   own JAX code keeps its setting (``jnp.zeros(1)`` stays float32 unless the user turned
   ``jax_enable_x64`` on; ``TAPEGRAD_ARRAY_BACKEND=jax.numpy`` turns it on process-wide).
-  Results are arrays of the default backend (NumPy unless ``TAPEGRAD_ARRAY_BACKEND`` says
-  otherwise). The Variables a call assigns hold JAX arrays afterwards (state stays with XLA
-  between calls, as TensorFlow keeps variables on the device) where eager JAX ops on them run
-  in 64-bit mode too (JAX the default backend, or NumPy with the user's JAX in 64-bit mode);
-  otherwise they are converted to the default backend's arrays.
+* **Device-resident values, asynchronous calls.** A call is dispatched as JAX dispatches it
+  (asynchronously) and returns at once: its result Tensors, and the Variables it assigns, hold
+  the JAX arrays it produced, on their device (``Tensor.device``); the next call takes them as
+  they are, so a loop of compiled steps never copies through host memory. The first eager read
+  of such a value (an eager op, ``numpy()``, printing, a checkpoint) waits for it and makes
+  the default backend's copy once (``_to_host``), so eager ops compute on the default backend,
+  in its dtypes (float64 stays float64 outside JAX's 64-bit mode). A Variable's host value is
+  copied to the device by the first call that reads it and kept there until it changes. An
+  error raised inside a program (check-numerics, a host callback) is raised at the call or at
+  that first read, naming the function. With ``TAPEGRAD_ARRAY_BACKEND=jax.numpy`` results are
+  plain JAX-array Tensors (JAX is then the eager backend too).
 * A ``Function`` that keeps tracing new signatures warns (:class:`RetracingWarning`), and as a
   method decorator its instance is static (:class:`_BoundFunction`).
 """
@@ -46,7 +52,8 @@ import numpy as np
 from . import _backend, _leaks, _records, _registry, _structural, config
 from ._records import record
 from ._tape import GradientTape, UnconnectedGradients
-from ._tensor import Tensor, Variable, _wrap, bind_variables, visible_variables
+from ._tensor import (DeviceTensor, Tensor, Variable, _wrap, bind_variables, device_array,
+                      on_device, peek, set_on_device, visible_variables)
 from .errors import NumericsError, describe_fn
 
 __all__ = ["function", "Function", "TensorSpec", "RetracingWarning"]
@@ -374,13 +381,22 @@ def _describe_path(path, names):
 
 def _shapes_key(args):
     """The key of a call whose arguments are all Tensors holding NumPy or (concrete) JAX
-    arrays: their shapes and dtypes, which decide its program as its full key does. None for
-    any other call (a tracer among them: the call is inlined into a trace)."""
+    arrays (device-resident ones included): their shapes and dtypes, which decide its program
+    as its full key does. None for any other call (a tracer among them: the call is inlined
+    into a trace)."""
     key = []
     for a in args:
-        if type(a) is not Tensor or type(a._value) not in _AS_IS:
+        kind = type(a)
+        if kind is Tensor:
+            v = a._value
+            if type(v) not in _AS_IS:
+                return None
+        elif kind is DeviceTensor:  # its device array, or the host copy made from it
+            v = peek(a)
+            key.append((tuple(v.shape), _backend.np_dtype(v.dtype)))
+            continue
+        else:
             return None
-        v = a._value
         key.append((v.shape, v.dtype))
     return tuple(key)
 
@@ -396,11 +412,11 @@ def _leaf_key(x, name):
     """What of an argument leaf the signature depends on."""
     if type(x) is Tensor:
         v = x._value
-        return v.shape, v.dtype
+        return tuple(v.shape), _backend.np_dtype(v.dtype)
     if isinstance(x, Variable):
         return ("variable", id(x))
     if isinstance(x, Tensor) or _is_array(x):
-        v = x._value if isinstance(x, Tensor) else x
+        v = peek(x) if isinstance(x, Tensor) else x
         return tuple(v.shape), _backend.np_dtype(v.dtype)
     try:
         hash(x)
@@ -411,18 +427,11 @@ def _leaf_key(x, name):
     return ("static", type(x).__name__, x)
 
 
-def _to_default_backend(a):
-    """A compiled program's output array as an array of the default backend."""
-    if _backend._default is np:
-        return np.asarray(a)
-    return _backend.asarray(np.asarray(a), xp=_backend.default_namespace())
-
-
 class _Program:
     """One traced and compiled signature of a :class:`Function`."""
 
     def __init__(self, owner, func, treedef, leaves, first):
-        jax = _jax()
+        jax = self.jax = _jax()
         self.name = owner.__name__
         self.func = func  # the Python function; for a method, bound to its instance
         self.treedef = treedef
@@ -433,7 +442,8 @@ class _Program:
         # a Variable left holding a tracer (made by an earlier trace that failed) is neither
         # an input nor created by this trace
         candidates = [v for v in visible_variables()
-                      if not isinstance(v._value, jax.core.Tracer)]
+                      if device_array(v) is not None
+                      or not isinstance(v._value, jax.core.Tracer)]
         info = {}
 
         def pure(var_vals, dyn_vals):
@@ -451,9 +461,9 @@ class _Program:
                 info.update(out_leaves=out_leaves, out_tree=out_tree, tensors=tensors,
                             changed=changed, created=created)
                 as_jax = jax.numpy.asarray  # values of another backend: via NumPy
-                return ([as_jax(_host(out_leaves[k]._value)) for k in tensors],
-                        [as_jax(_host(candidates[k]._value)) for k in changed],
-                        [as_jax(_host(v._value)) for v in created])
+                return ([as_jax(_input(out_leaves[k])) for k in tensors],
+                        [as_jax(_input(candidates[k])) for k in changed],
+                        [as_jax(_input(v)) for v in created])
 
         var_avals = [jax.ShapeDtypeStruct(v.shape, v.dtype) for v in candidates]
         dyn_avals = [jax.ShapeDtypeStruct(tuple(leaves[k].shape),
@@ -510,40 +520,26 @@ class _Program:
         return _jax().tree_util.tree_unflatten(self.treedef, lv)
 
     def run(self, leaves):
-        """Call the compiled program on the leaves of a call's arguments; returns the result."""
-        values = [v._value for v in self.variables]
-        for k in self.dynamic:
-            x = leaves[k]
-            values.append(x._value if type(x) is Tensor else _raw(x))
-        for i, a in enumerate(values):
-            if type(a) not in _AS_IS:
-                values[i] = _host(a)
-        jax = _jax()
-        try:
-            with config.x64_scope(jax):  # as traced: JAX keys its programs by the setting
-                flat = self.compiled(*values)
-        except jax.errors.JaxRuntimeError as e:  # a callback of tapegrad's raised
-            found = re.search(r"(check_numerics|host callback): [^\n]*", str(e))
-            if found is None:
-                raise
-            kind = NumericsError if found.group(1) == "check_numerics" else TypeError
-            raise kind(found.group(0)) from None
-        n_out = self.n_out
-        if _backend._default is np:
-            outs = [_wrap(np.asarray(a)) for a in flat[:n_out]] if n_out > 1 else (
-                [_wrap(np.asarray(flat[0]))] if n_out else [])
+        """Call the compiled program on the leaves of a call's arguments; returns the result.
+
+        The call is dispatched asynchronously (JAX's default): the returned Tensors and the
+        Variables it assigns hold the program's device arrays, which the next call takes as
+        they are; the first read of a value on the host waits (``_to_host``)."""
+        jax = self.jax
+        if config.x64_enabled(jax):  # already on (the user's setting): the scope costs 3-5 us
+            flat = self._dispatch(leaves, jax)
         else:
-            outs = [Tensor(_to_default_backend(a)) for a in flat[:n_out]]
-        if self.state:
-            # state stays a JAX array between calls (no copy to and from XLA) where eager ops
-            # can mix it with the default backend's arrays in 64-bit mode: JAX as the default
-            # backend (64-bit process-wide), or NumPy where the user's JAX is in 64-bit mode
-            # too; else eager JAX ops on it would compute in float32, so it becomes NumPy
-            default = _backend._default
-            keep = default.__name__.startswith("jax") or (
-                default is np and jax.config.jax_enable_x64)
+            with config.x64_scope(jax):  # as traced: JAX keys its programs by the setting
+                flat = self._dispatch(leaves, jax)
+        n_out, name = self.n_out, self.name
+        if _backend._default.__name__.startswith("jax"):  # JAX is the eager backend too
+            outs = [_wrap(a) for a in flat[:n_out]]
             for v, a in zip(self.state, flat[n_out:]):
-                v._value = a if keep else _to_default_backend(a)
+                v._value = a
+        else:  # device-resident: copied to the default backend when first read there
+            outs = [on_device(a, name) for a in flat[:n_out]]
+            for v, a in zip(self.state, flat[n_out:]):
+                set_on_device(v, a, name=name)
         if _records._state.tapes:
             self._record(leaves, self.variables, outs)
         if self.single:
@@ -551,7 +547,18 @@ class _Program:
         result = list(self.out_leaves)
         for k, t in zip(self.tensors, outs):
             result[k] = t
-        return _jax().tree_util.tree_unflatten(self.out_tree, result)
+        return jax.tree_util.tree_unflatten(self.out_tree, result)
+
+    def _dispatch(self, leaves, jax):
+        """Call the program (in 64-bit mode) on the used Variables and the dynamic leaves;
+        returns its flat outputs (JAX arrays, not waited for)."""
+        values = [_variable_input(v, jax) for v in self.variables]
+        for k in self.dynamic:
+            values.append(_input(leaves[k]))
+        try:
+            return self.compiled(*values)
+        except jax.errors.JaxRuntimeError as e:  # a callback of tapegrad's raised
+            raise _runtime_error(e, self.name) from None
 
     # --- gradients through a call -------------------------------------------------------------
     def _replay_function(self):
@@ -572,7 +579,7 @@ class _Program:
 
     def _record(self, leaves, variables, outs):
         """Record the call as one op on the recording tapes (gradients through a call)."""
-        if not any(_backend.is_floating(o._value.dtype) for o in outs):
+        if not any(_backend.is_floating(o.dtype) for o in outs):
             return
         inputs = [leaves[k] if isinstance(leaves[k], Tensor) else Tensor(_raw(leaves[k]))
                   for k in self.dynamic]
@@ -580,8 +587,63 @@ class _Program:
 
 
 def _raw(x):
-    return x._value if isinstance(x, Tensor) else x
+    """An argument leaf's array, for its shape and dtype (a device-resident one not copied)."""
+    return peek(x) if isinstance(x, Tensor) else x
 
+
+def _input(x):
+    """An argument leaf (Tensor or array) as the program takes it: a device-resident Tensor's
+    device array (no copy), else its array (NumPy and JAX arrays as they are, others via
+    NumPy)."""
+    if isinstance(x, Tensor):
+        a = device_array(x)
+        if a is not None:
+            return a
+        x = x._value
+    return x if type(x) in _AS_IS else _host(x)
+
+
+def _variable_input(v, jax):
+    """Variable ``v``'s value as the program takes it: its device array, made from its host
+    value on the first call that reads it and kept (``set_on_device``) until the value
+    changes, so that a Variable a program only reads is not copied on each call."""
+    a = device_array(v)
+    if a is not None:
+        return a
+    a = v._value
+    if isinstance(a, jax.Array):  # JAX's arrays and tracers (a binding of an outer trace)
+        return a
+    d = jax.device_put(_host(a))
+    set_on_device(v, d, host=a)
+    return d
+
+
+def _to_host(array, name):
+    """The default backend's copy of ``array``, an output of the compiled function ``name``
+    (the ``to_host`` extension point of the core): waits for the program; an error the
+    program raised (a check-numerics or host-callback error) is raised here, naming it."""
+    jax = sys.modules["jax"]
+    try:
+        a = np.asarray(array)
+    except jax.errors.JaxRuntimeError as e:
+        raise _runtime_error(e, name) from None
+    default = _backend._default
+    return a if default is np else _backend.asarray(a, xp=default)
+
+
+def _runtime_error(error, name):
+    """A program's run-time error (``JaxRuntimeError``, at the call or at the first wait) as
+    the error tapegrad raises: ``NumericsError`` for check-numerics, ``TypeError`` for a host
+    callback's, naming the function; any other error as it is, with a note naming it."""
+    found = re.search(r"(check_numerics|host callback): [^\n]*", str(error))
+    if found is None:
+        error.add_note(f"raised by the program of tg.function({name})")
+        return error
+    kind = NumericsError if found.group(1) == "check_numerics" else TypeError
+    return kind(f"tg.function({name}): {found.group(0)}")
+
+
+_structural.extend(to_host=_to_host)
 
 _AS_IS = {np.ndarray}  # concrete array types JAX takes as they are: NumPy's, JAX's once seen
 
@@ -609,7 +671,7 @@ def _vjp_gradient(fn):
     def gradient(op, *dys):
         xs = op.inputs
         floating = tuple(k for k, o in enumerate(op.outputs)
-                         if _backend.is_floating(o._value.dtype))
+                         if _backend.is_floating(o.dtype))
         return list(_compiled_vjp(fn, len(xs), floating)(*xs, *[dys[k] for k in floating]))
 
     gradient.__wrapped__ = fn

@@ -16,7 +16,7 @@ import weakref
 
 from . import _backend
 from ._structural import extend
-from ._tensor import _SCALARS, Tensor, Variable, _raw
+from ._tensor import _SCALARS, Tensor, Variable, _raw, peek
 
 READS = {"none": 0, "inputs": 1, "outputs": 2, "both": 3}  # what a gradient function reads
 # A record drops a tensor its gradient does not read only from this many bytes on: a
@@ -165,15 +165,15 @@ def _drop(values):
     for t in values:
         if type(t) is not Tensor and not isinstance(t, Tensor):
             continue
-        if getattr(t._value, "nbytes", DROP_MIN_BYTES) >= DROP_MIN_BYTES:
+        if getattr(peek(t), "nbytes", DROP_MIN_BYTES) >= DROP_MIN_BYTES:
             break
     else:
         return values
     out = []
     for t in values:
-        if isinstance(t, Tensor) and getattr(t._value, "nbytes", DROP_MIN_BYTES) >= DROP_MIN_BYTES:
+        if isinstance(t, Tensor) and getattr(peek(t), "nbytes", DROP_MIN_BYTES) >= DROP_MIN_BYTES:
             d = _new_object(Dropped)
-            v = t._value
+            v = peek(t)
             d.shape, d.dtype = v.shape, v.dtype
             t = d
         out.append(t)
@@ -297,7 +297,7 @@ def new_record(opdef, args, attrs, outs, whole=False) -> Operation:
         op.inputs = _drop(args)
     if len(outs) == 1:
         o = outs[0]
-        v = o._value
+        v = o._value if type(o) is Tensor else peek(o)  # a compiled call's: not copied
         kind = getattr(v.dtype, "kind", None)  # _floating, inlined for NumPy dtypes
         op._out_ids = ids = (o._id,)
         op._float_out = ids if (kind in "fc" if kind is not None else _floating(v)) else ()
@@ -305,7 +305,7 @@ def new_record(opdef, args, attrs, outs, whole=False) -> Operation:
         op.outputs = outs if reads & 2 or small else _drop(outs)
     else:
         op._out_ids = tuple([o._id for o in outs])
-        op._float_out = tuple([o._id for o in outs if _floating(o._value)])
+        op._float_out = tuple([o._id for o in outs if _floating(peek(o))])
         op.outputs = outs if reads & 2 else _drop(outs)
     return op
 

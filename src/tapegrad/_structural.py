@@ -66,7 +66,7 @@ def provide(**fns) -> None:
 
 
 _EXTENSION_POINTS = ("raw_access", "jacobian", "batch_jacobian", "host_callback", "explain",
-                     "to_dot", "register_hook", "conversion")
+                     "to_dot", "register_hook", "conversion", "to_host")
 
 
 class ExtensionPoints:
@@ -84,7 +84,10 @@ class ExtensionPoints:
       (``tapegrad.viz``): ``GradientTape.explain`` and ``GradientTape.to_dot``;
     - ``register_hook(tensor, fn)`` (``tapegrad._hooks``): ``Tensor.register_hook``;
     - ``conversion(tensor, how)`` (``tapegrad._leaks``): called when a Tensor leaves for NumPy
-      or another library (``__array__``, ``__dlpack__``), to warn when a tape loses it.
+      or another library (``__array__``, ``__dlpack__``), to warn when a tape loses it;
+    - ``to_host(array, name)`` (``tapegrad._function``): the default backend's copy of a
+      compiled call's device-resident result (``array``, made by ``tg.function`` ``name``),
+      waiting for it; an error of the program is raised here, naming the function.
     """
 
     __slots__ = _EXTENSION_POINTS

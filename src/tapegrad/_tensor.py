@@ -8,6 +8,14 @@ reference cycle links tensors and tape records. Arithmetic operators are attache
 Tensors never change under a tape: ``constant`` and ``Variable`` copy their value, ``numpy()``
 returns a read-only view, and a Variable's ``assign`` rebinds its array unless nothing else
 holds it.
+
+A compiled call's result is a :class:`DeviceTensor` and the Variables it updates hold their
+values the same way: the JAX array the program produced (``_device``) and no ``_value`` until
+something reads it there; the first read (an eager op, ``numpy()``, printing) makes the
+default backend's copy through the ``to_host`` extension point and keeps it. ``shape``,
+``dtype`` and ``device`` do not copy, and a compiled call takes the device array itself
+(:func:`device_array`). Plain Tensors are untouched by this: their ``_value`` is a slot, read
+at the cost it always had (the library's hottest path).
 """
 from __future__ import annotations
 
@@ -92,7 +100,8 @@ class Tensor:
 
     @property
     def device(self):
-        """The device of the backend array (``"cpu"`` on NumPy)."""
+        """The device of the backend array (``"cpu"`` on NumPy); for a compiled call's result
+        (:class:`DeviceTensor`), the JAX device that holds it."""
         return getattr(self._value, "device", "cpu")
 
     def register_hook(self, fn):
@@ -202,7 +211,146 @@ def _short(t) -> str:
 _SLOT = Tensor.__dict__["_value"]  # a Tensor's own storage; a Variable's _value looks at bindings
 
 
-class Variable(Tensor):
+class DeviceTensor(Tensor):
+    """A Tensor whose value is on a JAX device: a ``tg.function`` call's result, or made with
+    ``device=`` a JAX device (``tg.asarray(x, device=t.device)``).
+
+    It holds the device array in ``_device`` (``[device array, host copy or None, the
+    compiled function's name]``). Reading ``_value`` (an eager op, ``numpy()``, printing)
+    makes the default backend's copy on the first read, waiting for the program (its error is
+    raised there, naming the function), and keeps it; a compiled call takes the device array
+    (:func:`device_array`). ``shape``, ``dtype``, ``ndim``, ``size`` and ``device`` (the JAX
+    device) read the device array and make no copy. Otherwise a Tensor as any other.
+    """
+
+    __slots__ = ("_device",)
+
+    def _get_value(self):
+        try:
+            return _SLOT.__get__(self)
+        except AttributeError:
+            return _host_copy(self)
+
+    def _set_value(self, value):  # a rebinding (x[k] = v): the device array is stale
+        _SLOT.__set__(self, value)
+        _DEVICE.__set__(self, None)
+
+    _value = property(_get_value, _set_value)
+
+    @property
+    def shape(self) -> tuple:
+        """The shape, a tuple of ints."""
+        return tuple(peek(self).shape)
+
+    @property
+    def dtype(self):
+        """The dtype, as tapegrad's (NumPy's) dtype object whatever the backend."""
+        dt = peek(self).dtype
+        return dt if isinstance(dt, np.dtype) else _backend.np_dtype(dt)
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return peek(self).ndim
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return int(peek(self).size)
+
+    @property
+    def device(self):
+        """The JAX device that holds the value (the backend array's, once it was rebound)."""
+        a = device_array(self)
+        return getattr(self._value if a is None else a, "device", "cpu")
+
+
+_DEVICE = DeviceTensor.__dict__["_device"]
+
+
+def _cache(t):
+    """``t``'s device cache (``[device array, host copy or None, function name]``), or None."""
+    if not isinstance(t, DeviceTensor):
+        return None
+    try:
+        return _DEVICE.__get__(t)
+    except AttributeError:
+        return None
+
+
+def _host_copy(t):
+    """``t``'s ``_value`` when its slot is empty: the host copy of its device array, made on
+    the first read (waiting for the program) and kept."""
+    cache = _cache(t)
+    if cache is None:
+        raise AttributeError(f"{type(t).__name__!r} object has no attribute '_value'")
+    host = cache[1]
+    if host is None:
+        host = cache[1] = _extensions.to_host(cache[0], cache[2])
+    _SLOT.__set__(t, host)
+    return host
+
+
+def peek(t):
+    """``t``'s array where it is, for its shape and dtype: a device-resident value's device
+    array when no host copy exists (none is made). A Variable bound by :func:`bind_variables`
+    has the shape and dtype of its own value."""
+    try:
+        return _SLOT.__get__(t)
+    except AttributeError:
+        cache = _cache(t)
+        if cache is None:
+            raise
+        return cache[0]
+
+
+def device_array(t):
+    """The device array that holds ``t``'s current value, or None: a compiled call's result (or
+    a Variable it updated, or one whose value a call put on the device), unless the value was
+    rebound since (``x[k] = v``, ``assign``) or a Variable is bound in this thread."""
+    cache = _cache(t)
+    if cache is None:
+        return None
+    bound = _binding.values
+    if bound is not None and t._id in bound:
+        return None
+    try:
+        host = _SLOT.__get__(t)
+    except AttributeError:
+        return cache[0]
+    return cache[0] if host is cache[1] else None
+
+
+def on_device(array, name, host=None) -> DeviceTensor:
+    """A :class:`DeviceTensor` of ``array`` (a JAX array): an output of the compiled function
+    ``name``, or (``host``: its value on the default backend) an array put on a device."""
+    t = _new(DeviceTensor)
+    t._id = next(_ids)
+    _DEVICE.__set__(t, [array, host, name])
+    if host is not None:
+        _SLOT.__set__(t, host)
+    return t
+
+
+def set_on_device(v, array, host=None, name=None) -> None:
+    """Make ``array`` (a device array) Variable ``v``'s value: state a compiled call wrote
+    (``host`` None: no host copy until one is read), or the device copy of ``v``'s present
+    host value ``host`` that a call took. Inside :func:`bind_variables` of ``v``, a written
+    value goes to the binding and a device copy is not kept."""
+    bound = _binding.values
+    if bound is not None and v._id in bound:
+        if host is None:
+            bound[v._id] = array
+        return
+    if host is None:
+        try:
+            _SLOT.__delete__(v)
+        except AttributeError:
+            pass
+    _DEVICE.__set__(v, [array, host, name])
+
+
+class Variable(DeviceTensor):
     """A mutable tensor: model parameters and optimizer state.
 
     Args:
@@ -229,7 +377,10 @@ class Variable(Tensor):
             value = bound.get(self._id, _UNBOUND)
             if value is not _UNBOUND:
                 return value
-        return _SLOT.__get__(self)
+        try:
+            return _SLOT.__get__(self)
+        except AttributeError:  # state a compiled call wrote: its host copy, made once
+            return _host_copy(self)
 
     def _set_value(self, value):
         bound = _binding.values
@@ -237,6 +388,7 @@ class Variable(Tensor):
             bound[self._id] = value
         else:
             _SLOT.__set__(self, value)
+            _DEVICE.__set__(self, None)  # a device copy of an earlier value is stale
 
     _value = property(_get_value, _set_value)
 
@@ -352,8 +504,15 @@ class Variable(Tensor):
         return _structural_ops.identity(self)
 
     def _snapshot(self) -> Tensor:
-        t = _new(Tensor)
-        t._value = self._value
+        cache = _cache(self)
+        if cache is not None and device_array(self) is not None:  # shared: one host copy
+            t = _new(DeviceTensor)
+            _DEVICE.__set__(t, cache)
+            if cache[1] is not None:
+                _SLOT.__set__(t, cache[1])
+        else:
+            t = _new(Tensor)
+            t._value = self._value
         t._id = self._id
         return t
 

@@ -11,7 +11,7 @@ from .. import _backend
 from .._backend import namespace as _ns
 from .._backend import xp_dtype as _xp_dtype
 from .._tensor import Tensor
-from .creation import _xp
+from .creation import _placed, _split, _xp
 from .elementwise import astype
 
 
@@ -28,7 +28,10 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     and device is returned unchanged unless ``copy=True`` (Tensors are immutable). The result
     is a constant (no tape records it), except for a Tensor copied or cast on its own backend
     (``device`` None): that is ``astype``, differentiable, so that array-API code which copies
-    or casts its input (``xp.asarray(x, copy=True)``) keeps the gradient.
+    or casts its input (``xp.asarray(x, copy=True)``) keeps the gradient. A JAX device (while
+    JAX is not the default backend) gives a device-resident Tensor, as a ``tg.function``
+    call's result: the value on the default backend (for eager ops) and on that device (for
+    compiled calls, without a copy), float64 kept as float64.
     """
     tensor = isinstance(obj, Tensor)
     if tensor:
@@ -44,8 +47,11 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     if device is None:  # a Tensor's array stays on its backend; other data: see _backend.asarray
         return Tensor(_backend.asarray(obj, dtype=dtype, xp=_ns(obj) if tensor else None,
                                        copy=copy))
+    device, place = _split(device)
     xp = _xp(device)
-    return Tensor(xp.asarray(obj, dtype=_xp_dtype(xp, dtype), device=device, copy=copy))
+    if place is not None and not isinstance(obj, (list, tuple, bool, int, float, complex)):
+        obj = _backend.to_numpy(obj)  # a JAX array (or another library's) via NumPy
+    return _placed(xp.asarray(obj, dtype=_xp_dtype(xp, dtype), device=device, copy=copy), place)
 
 
 def compute(*tensors):

@@ -11,19 +11,49 @@ library's device object (``device=x.device`` for a Tensor on array-api-strict; N
 ``"cpu"``), so that array-API-generic code creates arrays next to its inputs. ``dtype`` is a
 tapegrad (NumPy) dtype, translated for the backend; without it the backend's defaults apply
 (float64 and int64 on NumPy). ``device`` is passed to the backend (NumPy accepts ``"cpu"``).
+
+A JAX device (``device=t.device`` of a ``tg.function`` result), while JAX is not the default
+backend, makes a *device-resident* Tensor like a compiled call's result: the array is made on
+the default backend (eager ops compute on it) and put on that device under JAX's 64-bit mode
+(float64 stays float64), where compiled calls take it without a copy (``_split``,
+``_placed``).
 """
 from __future__ import annotations
 
+import sys
+
+from .. import config as _config
 from .._backend import default_namespace as _default_namespace
+from .._backend import to_numpy as _to_numpy
 from .._backend import namespace as _ns
 from .._backend import xp_dtype as _xp_dtype
 from .._registry import RegisterGradient, RegisterJVP, Sample, linear_jvp, primitive
-from .._tensor import Tensor
+from .._tensor import Tensor, on_device
 from .dtypes import namespace_of as _namespace_of
 
 
 def _v(x):
     return x._value if isinstance(x, Tensor) else x
+
+
+def _split(device):
+    """``device`` as ``(the device the creating backend is given, a JAX device or None)``: a
+    JAX device while JAX is not the default backend is where the Tensor is put, and the array
+    is made on the default backend (``device`` None)."""
+    if (device is None or type(device).__module__.partition(".")[0] != "jaxlib"
+            or _default_namespace().__name__.startswith("jax")):
+        return device, None
+    return None, device
+
+
+def _placed(array, place) -> Tensor:
+    """A Tensor of ``array``; with a JAX device ``place``, device-resident there too (its
+    device copy made now, in 64-bit mode, beside ``array`` as its host value)."""
+    if place is None:
+        return Tensor(array)
+    jax = sys.modules["jax"]  # a jaxlib device was given: JAX is imported
+    with _config.x64_scope(jax):
+        return on_device(jax.device_put(_to_numpy(array), place), None, host=array)
 
 
 def _xp(device):
@@ -37,14 +67,16 @@ def _xp(device):
 
 def zeros(shape, *, dtype=None, device=None):
     """A constant Tensor of zeros; ``shape``: int or tuple of ints."""
+    device, place = _split(device)
     xp = _xp(device)
-    return Tensor(xp.zeros(shape, dtype=_xp_dtype(xp, dtype), device=device))
+    return _placed(xp.zeros(shape, dtype=_xp_dtype(xp, dtype), device=device), place)
 
 
 def ones(shape, *, dtype=None, device=None):
     """A constant Tensor of ones; ``shape``: int or tuple of ints."""
+    device, place = _split(device)
     xp = _xp(device)
-    return Tensor(xp.ones(shape, dtype=_xp_dtype(xp, dtype), device=device))
+    return _placed(xp.ones(shape, dtype=_xp_dtype(xp, dtype), device=device), place)
 
 
 def _float_default(dtype, default_float, *values):
@@ -60,42 +92,48 @@ def full(shape, fill_value, *, dtype=None, device=None, default_float=None):
     ``default_float`` for a Python float if given (a tapegrad extension that
     ``compat.tensorflow`` sets to float32)."""
     dtype = _float_default(dtype, default_float, fill_value)
+    device, place = _split(device)
     xp = _xp(device)
-    return Tensor(xp.full(shape, fill_value, dtype=_xp_dtype(xp, dtype), device=device))
+    return _placed(xp.full(shape, fill_value, dtype=_xp_dtype(xp, dtype), device=device), place)
 
 
 def empty(shape, *, dtype=None, device=None):
     """An uninitialised constant Tensor of ``shape`` (int or tuple of ints)."""
+    device, place = _split(device)
     xp = _xp(device)
-    return Tensor(xp.empty(shape, dtype=_xp_dtype(xp, dtype), device=device))
+    return _placed(xp.empty(shape, dtype=_xp_dtype(xp, dtype), device=device), place)
 
 
 def zeros_like(x, /, *, dtype=None, device=None):
     """Zeros with the shape (and by default the dtype and backend) of ``x``; a constant."""
+    device, place = _split(device)
     v = _v(x)
     xp = _ns(v)
-    return Tensor(xp.zeros_like(v, dtype=_xp_dtype(xp, dtype), device=device))
+    return _placed(xp.zeros_like(v, dtype=_xp_dtype(xp, dtype), device=device), place)
 
 
 def ones_like(x, /, *, dtype=None, device=None):
     """Ones with the shape (and by default the dtype and backend) of ``x``; a constant."""
+    device, place = _split(device)
     v = _v(x)
     xp = _ns(v)
-    return Tensor(xp.ones_like(v, dtype=_xp_dtype(xp, dtype), device=device))
+    return _placed(xp.ones_like(v, dtype=_xp_dtype(xp, dtype), device=device), place)
 
 
 def full_like(x, /, fill_value, *, dtype=None, device=None):
     """``fill_value`` with the shape (and by default the dtype and backend) of ``x``."""
+    device, place = _split(device)
     v = _v(x)
     xp = _ns(v)
-    return Tensor(xp.full_like(v, fill_value, dtype=_xp_dtype(xp, dtype), device=device))
+    return _placed(xp.full_like(v, fill_value, dtype=_xp_dtype(xp, dtype), device=device), place)
 
 
 def empty_like(x, /, *, dtype=None, device=None):
     """Uninitialised, with the shape (and by default the dtype and backend) of ``x``."""
+    device, place = _split(device)
     v = _v(x)
     xp = _ns(v)
-    return Tensor(xp.empty_like(v, dtype=_xp_dtype(xp, dtype), device=device))
+    return _placed(xp.empty_like(v, dtype=_xp_dtype(xp, dtype), device=device), place)
 
 
 def arange(start, /, stop=None, step=1, *, dtype=None, device=None, default_float=None):
@@ -106,21 +144,24 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None, default_floa
     that ``compat.tensorflow`` sets to float32).
     """
     dtype = _float_default(dtype, default_float, start, stop, step)
+    device, place = _split(device)
     xp = _xp(device)
-    return Tensor(xp.arange(start, stop, step, dtype=_xp_dtype(xp, dtype), device=device))
+    return _placed(xp.arange(start, stop, step, dtype=_xp_dtype(xp, dtype), device=device), place)
 
 
 def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
     """``num`` evenly spaced values from ``start`` to ``stop``; a 1-d constant."""
+    device, place = _split(device)
     xp = _xp(device)
-    return Tensor(xp.linspace(start, stop, num, dtype=_xp_dtype(xp, dtype), device=device,
-                              endpoint=endpoint))
+    return _placed(xp.linspace(start, stop, num, dtype=_xp_dtype(xp, dtype), device=device,
+                                endpoint=endpoint), place)
 
 
 def eye(n_rows, n_cols=None, /, *, k=0, dtype=None, device=None):
     """A 2-d constant with ones on the ``k``-th diagonal, shape ``(n_rows, n_cols or n_rows)``."""
+    device, place = _split(device)
     xp = _xp(device)
-    return Tensor(xp.eye(n_rows, n_cols, k=k, dtype=_xp_dtype(xp, dtype), device=device))
+    return _placed(xp.eye(n_rows, n_cols, k=k, dtype=_xp_dtype(xp, dtype), device=device), place)
 
 
 def from_dlpack(x, /, *, device=None, copy=None):
