@@ -481,6 +481,19 @@ def test_results_stay_on_the_device_until_read_and_are_copied_once(host_copies):
     assert len(host_copies) == 1
 
 
+@_device_resident
+def test_a_tape_records_a_compiled_call_without_copying_its_outputs(host_copies):
+    f = tg.function(lambda x: tg.sin(x) * 2.0, jit_compile=True)
+    x = tg.constant(np.linspace(0.0, 1.0, 300))  # big enough that records may drop it
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        y = f(x)
+    assert host_copies == [] and len(tape.operations) == 1
+    assert tape.operations[0].output_shapes == ((300,),)
+    g = tape.gradient(y, x)
+    np.testing.assert_allclose(g.numpy(), 2 * np.cos(np.linspace(0.0, 1.0, 300)), rtol=1e-14)
+
+
 def test_a_rebound_device_resident_value_is_not_read_stale():
     f = tg.function(lambda x: x * 2.0, jit_compile=True)
     y = f(tg.constant([1.0, 2.0]))
