@@ -34,6 +34,7 @@ from ._function import Function, RetracingWarning, TensorSpec, function
 from .module import Module, name_scope
 from .forward import ForwardAccumulator, jacfwd, jvp
 from .interop import from_jax, to_jax
+from .batching import vectorized_map, vmap
 
 try:
     __version__ = _version("tapegrad")
@@ -58,6 +59,7 @@ __all__ = [
     "config", "train", "function", "Function", "RetracingWarning", "TensorSpec",
     "ForwardAccumulator",
     "RegisterJVP", "jvp", "jacfwd", "Module", "name_scope", "to_jax", "from_jax",
+    "vmap", "vectorized_map",
     *_cg.__all__, *_control_flow.__all__, "lax",
     *_transforms.__all__,
     "float16", "float32", "float64", "complex64", "complex128", "int8", "int16", "int32",

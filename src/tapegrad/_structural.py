@@ -65,7 +65,8 @@ def provide(**fns) -> None:
         setattr(ops, name, fn)
 
 
-_EXTENSION_POINTS = ("linearize", "host_callback", "explain", "to_dot", "register_hook")
+_EXTENSION_POINTS = ("linearize", "host_callback", "explain", "to_dot", "register_hook",
+                     "vectorize")
 
 
 class ExtensionPoints:
@@ -77,7 +78,11 @@ class ExtensionPoints:
       traced inputs; ``host_callback.wants(error, opdef)`` says whether an error is that need;
     - ``explain(tape, target, sources)`` and ``to_dot(tape, target, sources)``
       (``tapegrad.viz``): ``GradientTape.explain`` and ``GradientTape.to_dot``;
-    - ``register_hook(tensor, fn)`` (``tapegrad._hooks``): ``Tensor.register_hook``.
+    - ``register_hook(tensor, fn)`` (``tapegrad._hooks``): ``Tensor.register_hook``;
+    - ``vectorize(tape, target, cotangents, sources, unconnected, axis, shapes)``
+      (``tapegrad.batching``): the Jacobians of ``GradientTape.jacobian``/``batch_jacobian``
+      from one batched reverse pass (``experimental_use_pfor=True``), or ``None`` where it
+      does not apply.
     """
 
     __slots__ = _EXTENSION_POINTS

@@ -224,9 +224,13 @@ class GradientTape:
         ``tapegrad.forward``); otherwise row by row, one reverse pass per target element. Both
         use tapegrad ops, so an outer tape can differentiate the result again (Hessians), and
         give the same values. Gradient hooks (``register_hook``) act on reverse passes only, so
-        a tape whose tensors have hooks always takes rows. ``parallel_iterations`` and
-        ``experimental_use_pfor`` are TensorFlow's keywords, accepted and ignored (the passes
-        are always computed one after another). Same errors as :meth:`gradient`.
+        a tape whose tensors have hooks always takes rows. With ``experimental_use_pfor=True``
+        (TensorFlow's default) and JAX installed, the rows come from one reverse pass batched
+        by ``jax.vmap`` over the one-hot cotangents (``tapegrad.batching``), unless another
+        tape or accumulator records the computation (to differentiate the Jacobian: then
+        rows one by one, as with ``False``), the values are another library's than NumPy's
+        or JAX's, or a gradient function cannot be batched. ``parallel_iterations`` is
+        accepted and ignored. Same errors as :meth:`gradient`.
         """
         unconnected = self._start_jacobian("jacobian", unconnected_gradients)
         if not isinstance(target, Tensor):
@@ -244,6 +248,12 @@ class GradientTape:
             self._finish_jacobian()
             return _unflatten(sources, iter(out))
         xp = _backend.namespace(target._value)
+        shapes = [target.shape + s.shape for s in flat_sources]
+        out = self._vectorized(experimental_use_pfor, target, lambda: xp.reshape(
+            xp.eye(n, dtype=target._value.dtype), (n, *target.shape)), flat_sources,
+            unconnected, 0, shapes)
+        if out is not None:
+            return _unflatten(sources, iter(out))
         onehots = (xp.reshape(xp.eye(1, n, k=k, dtype=target._value.dtype), target.shape)
                    for k in range(n))
         out = [_jacobian_of(rows, 0, target.shape + s.shape, s.dtype, unconnected)
@@ -265,8 +275,9 @@ class GradientTape:
         or, when ``S`` has fewer elements than ``T``, the columns with one forward-mode sweep
         per element of ``S`` (its tangent one-hot in ``S`` and ones across the batch), as
         :meth:`jacobian` chooses; so a dependence across examples is summed in silently. The passes use tapegrad ops,
-        so an outer tape can differentiate the result again. ``parallel_iterations`` and
-        ``experimental_use_pfor`` are accepted and ignored. A source not connected to the
+        so an outer tape can differentiate the result again. ``experimental_use_pfor`` batches
+        the reverse passes as :meth:`jacobian` does; ``parallel_iterations`` is accepted and
+        ignored. A source not connected to the
         target gives ``None`` (or zeros with ``unconnected_gradients="zero"``).
 
         Raises ``TypeError`` if ``target`` or ``source`` is not a single Tensor or the target is
@@ -304,6 +315,11 @@ class GradientTape:
         xp = _backend.namespace(target._value)
         dtype = target._value.dtype
         ones = xp.ones((target.shape[0], 1), dtype=dtype)
+        out = self._vectorized(experimental_use_pfor, target, lambda: xp.reshape(
+            xp.eye(m, dtype=dtype)[:, None, :] * ones[None], (m, *target.shape)), [source],
+            unconnected, 1, [shape])
+        if out is not None:
+            return out[0]
         columns = (xp.reshape(ones * xp.eye(1, m, k=k, dtype=dtype), target.shape)
                    for k in range(m))
         rows, = self._rows(target, columns, [source], unconnected)
@@ -332,6 +348,22 @@ class GradientTape:
         return [None if r and all(g is None for g in r) else
                 [ops.zeros_like(s) if g is None else g for g in r]
                 for s, r in zip(sources, rows)]
+
+    def _vectorized(self, use_pfor, target, cotangents, sources, unconnected, axis, shapes):
+        """The Jacobians from one batched reverse pass over the cotangents (the function
+        ``cotangents`` stacks them), by the ``vectorize`` extension (``tapegrad.batching``), stacked at
+        ``axis`` and reshaped to ``shapes``; ``None`` where it does not apply (then rows)."""
+        if not use_pfor or extensions.vectorize is None or HOOKS:
+            return None
+        out = extensions.vectorize(self, target, cotangents, sources, unconnected, axis,
+                                   shapes)
+        if out is None:
+            return None
+        self._finish_jacobian()
+        missing = extensions.vectorize.missing
+        return [(None if unconnected is UnconnectedGradients.NONE else
+                 ops.zeros(shape, dtype=s.dtype)) if g is missing else g
+                for g, s, shape in zip(out, sources, shapes)]
 
     def _forward_is_cheaper(self, target, sources, n_source) -> bool:
         """Forward mode (columns) for fewer source than target elements, where it gives what
