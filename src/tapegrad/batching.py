@@ -311,9 +311,9 @@ class _VariableWatch:
     """Notes the Variables' values before a run of the user's function; ``check`` puts back
     any it assigned and raises :func:`_assignment_error`."""
 
-    def __init__(self, who):
+    def __init__(self, who, exempt=None):
         self.who = who
-        self.live = visible_variables()
+        self.live = [v for v in visible_variables() if exempt is None or not exempt(v)]
         self.before = [v._value for v in self.live]
 
     def check(self, raising=True):
@@ -337,7 +337,7 @@ def _loop(who, fun, prepared, out_axes):
         raise ValueError(f"{who}: the batch is empty (size 0); the per-example loop (JAX is "
                          "not installed) cannot find the outputs' shapes without an example")
     outs = []
-    watch = _VariableWatch(who)
+    watch = _VariableWatch(who, exempt=_random.is_key)  # examples draw one after another
     try:
         for b in range(B):
             values = [leaf if axis is None else _slice(leaf, axis, b)
@@ -371,6 +371,19 @@ def _loop(who, fun, prepared, out_axes):
                              f"[{-rank}, {rank - 1}]")
         result.append(stack(values, axis=axis % rank))
     return tree_unflatten(structure, result)
+
+
+def _check_out_axes(who, out_axes, out):
+    """``ValueError`` unless ``out_axes`` is a prefix of the output ``out`` (one example's)
+    whose axes are in range for the batched outputs."""
+    pairs = []
+    _leaf_axes(out_axes, out, "the output", f"{who}: out_axes", pairs)
+    for leaf, (path, axis) in zip(tree_flatten(out)[0], pairs):
+        rank = len(getattr(leaf, "shape", ())) + 1
+        if axis is not None and not -rank <= axis < rank:
+            raise ValueError(f"{who}: out_axes {axis} for {path} is out of range: the batched "
+                             f"output has rank {rank}, so the axis must be in "
+                             f"[{-rank}, {rank - 1}]")
 
 
 # --- JAX's vmap -------------------------------------------------------------------------------
@@ -541,7 +554,9 @@ class _JaxCall:
 
         def per_example(*vals):
             flat = core(*vals)
-            return jax.tree_util.tree_unflatten(out_tree["tree"], flat)
+            out = jax.tree_util.tree_unflatten(out_tree["tree"], flat)
+            _check_out_axes(who, self.out_axes, out)
+            return out
 
         in_axes = [p.axes[k] for k in self.dyn] + [None] * nc + [0] + ([None] if keyed else [])
         batched = jax.vmap(per_example, in_axes=tuple(in_axes), out_axes=self.out_axes,
@@ -561,11 +576,10 @@ class _JaxCall:
             with np.errstate(all="ignore"):
                 raw = flat_fn(*[_interop._jax_value(jax, v) for v in values])
         except ValueError as e:
-            if "out_axes" in str(e):
-                raise ValueError(f"{who}: out_axes {self.out_axes!r} does not fit the output "
-                                 f"(JAX: {e}); give out_axes the output's structure (a prefix "
-                                 "of it), axes within each output's rank, and None only for "
-                                 "outputs that do not depend on the batch") from None
+            if "out_axes is None" in str(e):
+                raise ValueError(f"{who}: out_axes {self.out_axes!r} gives None to an output "
+                                 "that depends on the batch; give it an axis, or None only "
+                                 "to outputs that do not depend on the batch") from None
             raise
         observer = finder["observer"]
         finder["observer"] = None

@@ -16,12 +16,20 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
+import weakref
 
 import numpy as np
 
 from ._tensor import Tensor, Variable
 
-_DEFAULT_GLOBAL_SEED = 87654321  # the global seed assumed when only an op seed is given
+_DEFAULT_GLOBAL_SEED = 87654321
+_keys = weakref.WeakValueDictionary()  # id -> a generator's key Variable (tg.vmap's loop
+#                                         may assign them: examples draw one after another)
+
+
+def is_key(v) -> bool:
+    """Whether the Variable ``v`` is a generator's key (its state inside ``tg.function``)."""
+    return _keys.get(v._id) is v  # the global seed assumed when only an op seed is given
 
 
 class Generator:
@@ -37,6 +45,7 @@ class Generator:
         self._rng = rng
         self.key = Variable(rng.integers(0, 2 ** 32, size=2, dtype=np.uint32), trainable=False,
                             name="random_key")
+        _keys[self.key._id] = self.key
 
     def _traced(self):
         """JAX's ``random`` module when this draw is traced by ``tg.function``, else None."""
