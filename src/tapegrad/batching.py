@@ -174,7 +174,10 @@ class _Prepared:
         sizes = []
         for leaf, (path, axis) in zip(leaves, pairs):
             if _is_array_leaf(leaf):
-                leaf = leaf if isinstance(leaf, Tensor) else convert_to_tensor(leaf)
+                if isinstance(leaf, (np.ndarray, np.generic)) and config.tracing():
+                    leaf = Tensor(np.asarray(leaf))  # NumPy mixes with traced values
+                elif not isinstance(leaf, Tensor):
+                    leaf = convert_to_tensor(leaf)
             elif axis is not None:
                 if isinstance(leaf, (int, float, complex, bool, np.number, list)):
                     leaf = convert_to_tensor(leaf)
@@ -436,9 +439,16 @@ class _JaxCall:
         before the call (closures, Variables), run it again with them as unbatched inputs, so
         the record has them as inputs and tapes get their gradients."""
         recording = bool(_records._state.tapes)
+        captures = []
+        if _backend.default_namespace() is not np and not _backend.default_namespace(
+                ).__name__.startswith("jax") and self.p.size:
+            # another library's closed-over arrays cannot meet JAX's values: find them first
+            probed = self._probe()
+            if probed is not None:
+                captures, recording = probed, False
         for _ in range(3):
             try:
-                outs = self._call([], recording)
+                outs = self._call(captures, recording)
                 if outs is _AGAIN:
                     outs = self._call(self.captures, False)
                 return outs
@@ -447,6 +457,26 @@ class _JaxCall:
                     raise
                 self.key, self.keyed = _random.vmap_key(self.jax), True
         raise AssertionError("unreachable")
+
+    def _probe(self):
+        """The floating tensors made before the call that ``fun`` reads, from one eager run on
+        the first example with the tapes paused (Variables it assigns are put back)."""
+        state = _records._state
+        saved = state.tapes
+        observer = _Captures()
+        state.tapes = [observer]
+        watch = _VariableWatch(self.who, exempt=_random.is_key)
+        try:
+            values = [leaf if axis is None else _slice(leaf, axis, 0)
+                      for leaf, axis in zip(self.p.leaves, self.p.axes)]
+            args, kwargs = self.p.rebuild(values)
+            self.fun(*args, **kwargs)
+        except Exception:  # noqa: BLE001 - e.g. traced values meeting the library's: the
+            return None    # captures are then found on the first run
+        finally:
+            state.tapes = saved
+            watch.check(raising=False)
+        return [c for c in observer.found.values() if _floating(c._value.dtype)]
 
     def _need_key(self):
         if self.keyed:
