@@ -551,3 +551,23 @@ def test_jacobian_pfor_inside_tg_function():
 
     x, w = rng.normal(size=(9,)), rng.normal(size=(9, 5))  # fewer targets: rows, batched
     close(jac(x, w), jax.jacrev(lambda x: jnp.tanh(x @ w))(x))
+
+
+def test_without_jax_installed_the_loop_gives_the_same_values_and_gradients(monkeypatch):
+    """JAX made unimportable (as when it is not installed): the loop runs, with the values
+    and gradients of hand derivations."""
+    import sys
+
+    for name in [m for m in sys.modules if m == "jax" or m.startswith("jax.")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "jax", None)
+    assert batching._jax() is None
+    w = tg.constant(W)
+    with tg.GradientTape() as tape:
+        tape.watch(w)
+        y = tg.vmap(lambda x: tg.sum(tg.sin(w @ x)))(XS)
+        total = tg.sum(y)
+    close(y, np.sum(np.sin(XS @ W.T), axis=1))
+    close(tape.gradient(total, w), np.einsum("bi,bj->ij", np.cos(XS @ W.T), XS))
+    per_example = tg.vmap(tg.grad(lambda x: tg.sum(tg.sin(W @ x))))(XS)
+    close(per_example, np.cos(XS @ W.T) @ W)

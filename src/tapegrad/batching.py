@@ -6,13 +6,13 @@ Two engines, one result:
   made a JAX function as :func:`tapegrad.to_jax` makes one (a ``jax.custom_jvp`` whose rule
   runs it under a :class:`~tapegrad.ForwardAccumulator`, so custom gradients and registered
   rules are what JAX batches and differentiates), and records the call on the active tapes
-  and accumulators as one :func:`tapegrad.from_jax` op (gradient ``jax.vjp``, JVP
-  ``jax.jvp``, to any order). Tensors the function reads that were made before the call
-  (closed-over tensors, Variables) are found first when something records (a trace alone,
-  ``control_flow._discover``) and become unbatched inputs of that op, so tapes see gradients
-  for them; while the function runs they are bound to JAX's values. Eagerly JAX batches op by
-  op; inside ``tg.function`` (values are tracers) the batched function compiles into the
-  caller's program.
+  and accumulators as one op whose gradient is ``jax.vjp`` and JVP ``jax.jvp`` of the batched
+  function (``interop``'s, to any order). Tensors the function reads that were made before
+  the call (closed-over tensors, Variables) are noted on the first run when something records
+  (a ``control_flow._Captures`` observer); if there are any, the call runs again with them as
+  unbatched inputs of that op, so tapes see gradients for them; while the function runs they
+  are bound to JAX's values. Eagerly JAX batches op by op; inside ``tg.function`` (values are
+  tracers) the batched function compiles into the caller's program.
 * **A per-example loop** (without JAX, or with ``_FORCE_LOOP``): the mapped arguments are
   sliced with tapegrad indexing, the function is called once per example and the outputs are
   stacked (``tg.stack``), so tapes record every op.
