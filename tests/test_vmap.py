@@ -571,3 +571,9 @@ def test_without_jax_installed_the_loop_gives_the_same_values_and_gradients(monk
     close(tape.gradient(total, w), np.einsum("bi,bj->ij", np.cos(XS @ W.T), XS))
     per_example = tg.vmap(tg.grad(lambda x: tg.sum(tg.sin(W @ x))))(XS)
     close(per_example, np.cos(XS @ W.T) @ W)
+
+
+def test_random_in_nested_vmap_differs_across_both_axes(engine, mode):
+    out = val(run(mode, lambda x: tg.vmap(lambda a: tg.vmap(
+        lambda b: b + tg.random.normal(()))(a))(x), np.zeros((2, 3))))
+    assert out.shape == (2, 3) and len(set(out.round(12).ravel())) == 6

@@ -81,7 +81,8 @@ class ExtensionPoints:
     - ``register_hook(tensor, fn)`` (``tapegrad._hooks``): ``Tensor.register_hook``;
     - ``vectorize(tape, target, cotangents, sources, unconnected, axis, shapes)``
       (``tapegrad.batching``): the Jacobians of ``GradientTape.jacobian``/``batch_jacobian``
-      from one batched reverse pass (``experimental_use_pfor=True``), or ``None`` where it
+      from one batched reverse pass (``experimental_use_pfor=True``): per source a Tensor,
+      or ``vectorize.missing`` where the target does not depend on it; ``None`` where it
       does not apply.
     """
 

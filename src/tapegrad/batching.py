@@ -92,8 +92,7 @@ def _leaf_axes(spec, tree, where, what, out):
             out.append((path, spec))
         return
     if isinstance(spec, (tuple, list)):
-        if not isinstance(tree, (tuple, list)) or len(tree) != len(spec) or (
-                type(tree) is not type(spec) and not (what == "in_axes" and False)):
+        if type(tree) is not type(spec) or len(tree) != len(spec):
             raise ValueError(f"{what} does not match the arguments: {what} gives {where} as "
                              f"{_kind(spec)} but {where} is {_kind(tree)}; give {what} the "
                              "argument's structure (a prefix of it), or one int or None for "
@@ -102,12 +101,12 @@ def _leaf_axes(spec, tree, where, what, out):
             _leaf_axes(s, t, f"{where}[{k}]", what, out)
         return
     if isinstance(spec, dict):
-        if not isinstance(tree, dict) or sorted(tree, key=repr) != sorted(spec, key=repr):
+        if not isinstance(tree, dict) or set(tree) != set(spec):
             raise ValueError(f"{what} does not match the arguments: {what} gives {where} as "
                              f"{_kind(spec)} but {where} is {_kind(tree)}; give {what} the "
                              "argument's structure (a prefix of it), or one int or None for "
                              "all its leaves")
-        for k in sorted(spec, key=repr):
+        for k in sorted(spec):  # the pytree order
             _leaf_axes(spec[k], tree[k], f"{where}[{k!r}]", what, out)
         return
     raise TypeError(f"{what}: the entry for {where} is a {type(spec).__name__} ({spec!r}); "
@@ -179,7 +178,7 @@ class _Prepared:
                 elif not isinstance(leaf, Tensor):
                     leaf = convert_to_tensor(leaf)
             elif axis is not None:
-                if isinstance(leaf, (int, float, complex, bool, np.number, list)):
+                if isinstance(leaf, (int, float, complex, bool, np.number)):
                     leaf = convert_to_tensor(leaf)
                 else:
                     raise TypeError(f"{who}: {path} is a {type(leaf).__name__}, which has no "
@@ -674,7 +673,6 @@ def vectorized_map(fn, elems, fallback_to_while_loop=True, warn=True):
         return fn(elems)
 
     prepared = _Prepared(who, one, 0, None, (elems,), {})
-    prepared.paths = [p.replace("argument 0 ('elems')", "elems") for p in prepared.paths]
     jax = _jax()
     if jax is None:
         return _loop(who, one, prepared, 0)
