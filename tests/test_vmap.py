@@ -489,16 +489,31 @@ def _mlp(x, w1, w2):
     return tg.tanh(tg.tanh(x @ w1) @ w2)
 
 
+@pytest.fixture
+def vectorize_small(monkeypatch):
+    """Vectorize the tests' small Jacobians too (eagerly only 32 rows and more are)."""
+    monkeypatch.setattr(batching, "VECTORIZE_MIN_ROWS", 1)
+
+
 @pytest.mark.parametrize("persistent", [False, True])
-def test_jacobian_pfor_equals_rows(persistent):
+def test_jacobian_pfor_equals_rows(persistent, vectorize_small, monkeypatch):
     x = tg.constant(rng.normal(size=(6,)))
     w1, w2 = tg.constant(rng.normal(size=(6, 8))), tg.constant(rng.normal(size=(8, 7)))
-    results = []
+    results, passes = [], []
+    backward = tg.GradientTape._backward
+
+    def counted(self, *args):
+        passes[-1] += 1
+        return backward(self, *args)
+
+    monkeypatch.setattr(tg.GradientTape, "_backward", counted)
     for pfor in (True, False):
+        passes.append(0)
         with tg.GradientTape(persistent=persistent) as tape:
             tape.watch([x, w1])
             y = _mlp(x, w1, w2)
         results.append(tape.jacobian(y, [x, w1, w2], experimental_use_pfor=pfor))
+    assert passes == [1 if jax is not None else 7, 7]  # one batched pass, or 7 rows
     for a, b in zip(*results):
         if a is None:
             assert b is None
@@ -510,7 +525,7 @@ def test_jacobian_pfor_equals_rows(persistent):
             val(x)))
 
 
-def test_batch_jacobian_pfor_equals_rows():
+def test_batch_jacobian_pfor_equals_rows(vectorize_small):
     x = tg.constant(rng.normal(size=(4, 6)))
     w1, w2 = tg.constant(rng.normal(size=(6, 8))), tg.constant(rng.normal(size=(8, 7)))
     out = []
@@ -523,7 +538,7 @@ def test_batch_jacobian_pfor_equals_rows():
     close(out[0], out[1], rtol=1e-12)
 
 
-def test_jacobian_pfor_differentiated_again_by_an_outer_tape():
+def test_jacobian_pfor_differentiated_again_by_an_outer_tape(vectorize_small):
     """An outer tape records the Jacobian's computation: rows, so it is differentiable."""
     x = tg.constant(rng.normal(size=(3,)))
     with tg.GradientTape() as outer:
@@ -577,3 +592,20 @@ def test_random_in_nested_vmap_differs_across_both_axes(engine, mode):
     out = val(run(mode, lambda x: tg.vmap(lambda a: tg.vmap(
         lambda b: b + tg.random.normal(()))(a))(x), np.zeros((2, 3))))
     assert out.shape == (2, 3) and len(set(out.round(12).ravel())) == 6
+
+
+def test_small_eager_jacobians_take_rows(monkeypatch):
+    """Eagerly, fewer than VECTORIZE_MIN_ROWS rows are taken one by one (cheaper)."""
+    passes = []
+    backward = tg.GradientTape._backward
+    monkeypatch.setattr(tg.GradientTape, "_backward",
+                        lambda self, *a: passes.append(1) or backward(self, *a))
+    x = tg.constant(rng.normal(size=(40,)))
+    for n in (5, 40):
+        passes.clear()
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = tg.sin(x[:n]) * 2.0
+        j = tape.jacobian(y, x)
+        close(j, np.concatenate([np.diag(2.0 * np.cos(val(x)[:n])), np.zeros((n, 40 - n))], 1))
+        assert len(passes) == (1 if n == 40 and jax is not None else n)

@@ -226,7 +226,8 @@ class GradientTape:
         give the same values. Gradient hooks (``register_hook``) act on reverse passes only, so
         a tape whose tensors have hooks always takes rows. With ``experimental_use_pfor=True``
         (TensorFlow's default) and JAX installed, the rows come from one reverse pass batched
-        by ``jax.vmap`` over the one-hot cotangents (``tapegrad.batching``), unless another
+        by ``jax.vmap`` over the one-hot cotangents (``tapegrad.batching``; eagerly from 32 rows
+        on, below which JAX's fixed cost is more than the passes), unless another
         tape or accumulator records the computation (to differentiate the Jacobian: then
         rows one by one, as with ``False``), the values are another library's than NumPy's
         or JAX's, or a gradient function cannot be batched. ``parallel_iterations`` is

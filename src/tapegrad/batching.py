@@ -44,6 +44,7 @@ from .ops import stack
 __all__ = ["vmap", "vectorized_map"]
 
 _FORCE_LOOP = False  # tests set it to run the per-example loop with JAX installed
+VECTORIZE_MIN_ROWS = 32  # eager Jacobians with fewer reverse passes take them one by one
 
 
 def _jax():
@@ -695,7 +696,9 @@ def _vectorized_rows(tape, target, cotangents, sources, unconnected, axis, shape
     index), stacked at ``axis`` and reshaped to ``shapes``; ``None`` where it does not apply
     (no JAX, something records the computation, values of a library other than NumPy's and
     JAX's, or the reverse pass cannot be batched), and the caller takes rows one by one.
-    Per source: a Tensor, or ``None`` where the target does not depend on it."""
+    Per source: a Tensor, or ``_MISSING`` where the target does not depend on it. Eagerly
+    only from :data:`VECTORIZE_MIN_ROWS` passes on: below, JAX's fixed cost per call is more
+    than the passes cost (about 24 passes break even for a small MLP)."""
     if _records._state.tapes:
         return None
     jax = _jax()
@@ -705,6 +708,10 @@ def _vectorized_rows(tape, target, cotangents, sources, unconnected, axis, shape
     if not all(isinstance(v, (np.ndarray, np.generic)) or _is_tracer(jax, v)
                or type(v).__module__.startswith("jax") for v in values):
         return None
+    traced = any(_is_tracer(jax, v) for v in values)
+    cots = cotangents()
+    if not traced and cots.shape[0] < VECTORIZE_MIN_ROWS:
+        return None  # eagerly JAX's fixed cost (~10 ms) is more than a few NumPy passes
     connected = []
 
     def row(c):
@@ -717,7 +724,7 @@ def _vectorized_rows(tape, target, cotangents, sources, unconnected, axis, shape
 
     try:
         with np.errstate(all="ignore"):
-            stacked = jax.vmap(row)(_as_jax(jax, cotangents()))
+            stacked = jax.vmap(row)(_as_jax(jax, cots))
     except Exception:  # noqa: BLE001 - whatever cannot be batched is taken row by row
         return None
     keep_jax = any(_is_tracer(jax, v) or type(v).__module__.startswith("jax") for v in values)
