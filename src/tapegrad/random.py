@@ -10,6 +10,11 @@ Default dtype: the backend's default float (float64 on NumPy).
 Inside ``tg.function`` a generator draws with JAX's counter-based PRNG from a key it keeps in a
 Variable (``Generator.key``), which the compiled function lifts like any other state: every
 call gets fresh numbers, never constants fixed at trace time.
+
+Inside a function batched by ``tg.vmap`` (JAX's engine) every draw, from any generator, comes
+from JAX's PRNG keyed by the call's key (from the global generator), the draw's number and the
+example's index (:class:`BatchDraws`): independent per example (see "Batching" in
+``docs/architecture.md``).
 """
 from __future__ import annotations
 
