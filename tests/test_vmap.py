@@ -21,6 +21,10 @@ except ImportError:  # the loop engine is tested without JAX
     jax = jnp = None
 
 needs_jax = pytest.mark.skipif(jax is None, reason="needs JAX (the reference, tg.function)")
+# with TAPEGRAD_ARRAY_BACKEND=array_api_strict, eager Jacobians take rows (the vectorized pass
+# needs NumPy's or JAX's arrays)
+VECTORIZES = jax is not None and not tg._backend.default_namespace().__name__.startswith(
+    "array_api_strict")
 RTOL = 1e-8
 
 
@@ -513,7 +517,7 @@ def test_jacobian_pfor_equals_rows(persistent, vectorize_small, monkeypatch):
             tape.watch([x, w1])
             y = _mlp(x, w1, w2)
         results.append(tape.jacobian(y, [x, w1, w2], experimental_use_pfor=pfor))
-    assert passes == [1 if jax is not None else 7, 7]  # one batched pass, or 7 rows
+    assert passes == [1 if VECTORIZES else 7, 7]  # one batched pass, or 7 rows
     for a, b in zip(*results):
         if a is None:
             assert b is None
@@ -590,7 +594,7 @@ def test_without_jax_installed_the_loop_gives_the_same_values_and_gradients(monk
 
 def test_random_in_nested_vmap_differs_across_both_axes(engine, mode):
     out = val(run(mode, lambda x: tg.vmap(lambda a: tg.vmap(
-        lambda b: b + tg.random.normal(()))(a))(x), np.zeros((2, 3))))
+        lambda b: tg.random.normal(()))(a))(x), np.zeros((2, 3))))
     assert out.shape == (2, 3) and len(set(out.round(12).ravel())) == 6
 
 
@@ -608,4 +612,4 @@ def test_small_eager_jacobians_take_rows(monkeypatch):
             y = tg.sin(x[:n]) * 2.0
         j = tape.jacobian(y, x)
         close(j, np.concatenate([np.diag(2.0 * np.cos(val(x)[:n])), np.zeros((n, 40 - n))], 1))
-        assert len(passes) == (1 if n == 40 and jax is not None else n)
+        assert len(passes) == (1 if n == 40 and VECTORIZES else n)
