@@ -361,9 +361,10 @@ def test_extension_points_are_provided_once_by_name():
 
     points = _structural.extensions
     assert all(getattr(points, name) is not None for name in
-               ("linearize", "host_callback", "explain", "to_dot", "register_hook"))
+               ("raw_access", "jacobian", "batch_jacobian", "host_callback", "explain",
+                "to_dot", "register_hook", "conversion"))
     with pytest.raises(TypeError, match="'explainer' is not an extension point of the core; "
-                                        "they are linearize, host_callback"):
+                                        "they are raw_access, jacobian, batch_jacobian"):
         _structural.extend(explainer=print)
     with pytest.raises(RuntimeError, match="the extension point 'explain' is already provided"):
         _structural.extend(explain=print)

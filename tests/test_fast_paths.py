@@ -1,10 +1,10 @@
 """The fast paths agree with the general path, for every registered op on its samples.
 
-Two pairs of twins: the op wrapper's per-arity fast paths (``_registry._make_op``: ops of one
-or two inputs and no attributes, on NumPy arrays) against its general path
-(``_make_op(opdef, fast_paths=False)``), and the recorder's one-tape fast path
-(``_records.record``) against the general recorder (``record_outputs``, taken when two tapes
-record). Both must give the same outputs, the same records and the same gradients.
+The op wrapper is one template (``_registry._OP_TEMPLATE``), spelled out for ops of one or two
+inputs and no attributes and variadic otherwise (``_make_op(opdef, fast_paths=False)`` gives
+the variadic form for every op); both forms must give the same outputs, the same records and
+the same gradients, under no tape, one tape and two tapes (``_records.record``, the one
+recording function, records once for both).
 """
 from __future__ import annotations
 

@@ -3,9 +3,9 @@
 A block followed by a paragraph that starts with "raises" must raise, and the first line of the
 ``text`` block after it must be the first line of the error it raises. Blocks run in a
 temporary directory (some write files). Blocks that need an optional dependency (JAX for
-``tg.function``, safetensors for checkpoints) are skipped without it. The quickstart's
-primitive has a NumPy forward, as a user's first primitive often does, so the blocks run on
-NumPy only.
+``tg.function``, safetensors for checkpoints and exports, flatbuffers for exports) are skipped
+without it. The quickstart's primitive has a NumPy forward, as a user's first primitive often
+does, so the blocks run on NumPy only.
 """
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ pytestmark = pytest.mark.skipif(
 README = Path(__file__).resolve().parent.parent / "README.md"
 _BLOCK = re.compile(r"```python\n(.*?)```\n(.*?)(?=```python|\Z)", re.S)
 _NEEDS = {"tg.function": "jax", "tf.function": "jax", "import jax": "jax",
-          "tg.train.": "safetensors"}
+          "tg.train.": "safetensors", "tg.saved_model.": "safetensors",
+          "saved_model.save": "flatbuffers"}
 
 
 def _blocks():

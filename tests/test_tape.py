@@ -40,8 +40,7 @@ class _Subclass(tg.Tensor):
 
 
 def test_a_watched_tensor_subclass_has_its_gradient_under_one_tape_and_under_two():
-    # record() takes a fast path for one tape and record_outputs the general one: both trace
-    # a subclass of Tensor like a Tensor
+    # one tape and two tapes both trace a subclass of Tensor like a Tensor
     x0 = np.array([0.5, -1.0, 2.0])
     want = np.cos(x0) * x0 ** 2 + 2 * np.sin(x0) * x0  # d/dx sin(x) x^2
     x = _Subclass(x0)

@@ -25,6 +25,7 @@ from . import custom_gradient as _cg
 from .custom_gradient import *  # noqa: F401,F403
 from . import config, debugging, fft, linalg, nn, optimizers, random, special, test, viz  # noqa: E402
 from . import train  # noqa: E402
+from . import _jacobian, _leaks  # noqa: E402,F401 - they plug into the core
 from . import control_flow as _control_flow
 from .control_flow import *  # noqa: F401,F403
 from . import lax  # noqa: E402
@@ -35,6 +36,7 @@ from .module import Module, name_scope
 from .forward import ForwardAccumulator, jacfwd, jvp
 from .interop import from_jax, to_jax
 from .batching import vectorized_map, vmap
+from . import saved_model  # noqa: E402
 
 try:
     __version__ = _version("tapegrad")
@@ -58,7 +60,7 @@ __all__ = [
     "Arg", "errors", "fft", "linalg", "nn", "optimizers", "random", "special", "test", "viz",
     "config", "train", "function", "Function", "RetracingWarning", "TensorSpec",
     "ForwardAccumulator",
-    "RegisterJVP", "jvp", "jacfwd", "Module", "name_scope", "to_jax", "from_jax",
+    "RegisterJVP", "jvp", "jacfwd", "Module", "name_scope", "to_jax", "from_jax", "saved_model",
     "vmap", "vectorized_map",
     *_cg.__all__, *_control_flow.__all__, "lax",
     *_transforms.__all__,

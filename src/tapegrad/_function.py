@@ -43,8 +43,8 @@ import warnings
 
 import numpy as np
 
-from . import _backend, _records, _registry, _structural, config
-from ._records import record_outputs
+from . import _backend, _leaks, _records, _registry, _structural, config
+from ._records import record
 from ._tape import GradientTape, UnconnectedGradients
 from ._tensor import Tensor, Variable, _wrap, bind_variables, visible_variables
 from .errors import NumericsError, describe_fn
@@ -243,7 +243,7 @@ class Function:
         for _, leaves in self._recent:
             changed |= leaves
         warnings.warn(self._retrace_message(changed, args, kwargs, bound),
-                      RetracingWarning, stacklevel=_records._site(sys._getframe())[1])
+                      RetracingWarning, stacklevel=_leaks._site(sys._getframe())[1])
 
     def _retrace_message(self, changed, args, kwargs, bound):
         n = self._calls - self._recent[0][0] + 1
@@ -576,7 +576,7 @@ class _Program:
             return
         inputs = [leaves[k] if isinstance(leaves[k], Tensor) else Tensor(_raw(leaves[k]))
                   for k in self.dynamic]
-        record_outputs(self.calldef, (*inputs, *variables), {}, tuple(outs))
+        record(self.calldef, (*inputs, *variables), {}, tuple(outs))
 
 
 def _raw(x):
@@ -744,7 +744,8 @@ def _site(tb):
         name = frame.f_code.co_filename
         if not name.startswith(skip) and "site-packages" not in name:
             site = f"{name}:{tb.tb_lineno}"
-        opdef = frame.f_locals.get("opdef") if frame.f_code.co_name == "op" else None
+        opdef = (frame.f_locals.get("opdef") or frame.f_globals.get("opdef")
+                 if frame.f_code.co_name == "op" else None)
         if opdef is not None and hasattr(opdef, "type"):
             op_type = opdef.type
         tb = tb.tb_next

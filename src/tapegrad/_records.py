@@ -11,18 +11,12 @@ The public, read-only face of a record is ``tapegrad._views.OperationView``.
 """
 from __future__ import annotations
 
-import os
-import sys
-import sysconfig
 import threading
-import warnings
 import weakref
 
 from . import _backend
-from . import _tensor as _tensor_module
-from ._tensor import _SCALARS, Tensor, Variable, _raw, _wrap
-from ._tensor import _ids as _tensor_ids
-from .errors import TapeLeakWarning
+from ._structural import extend
+from ._tensor import _SCALARS, Tensor, Variable, _raw
 
 READS = {"none": 0, "inputs": 1, "outputs": 2, "both": 3}  # what a gradient function reads
 # A record drops a tensor its gradient does not read only from this many bytes on: a
@@ -169,7 +163,9 @@ def _drop(values):
     """``values`` with each Tensor of ``DROP_MIN_BYTES`` or more replaced by a placeholder
     (``values`` itself when there is none: the common case of small tensors)."""
     for t in values:
-        if isinstance(t, Tensor) and getattr(t._value, "nbytes", DROP_MIN_BYTES) >= DROP_MIN_BYTES:
+        if type(t) is not Tensor and not isinstance(t, Tensor):
+            continue
+        if getattr(t._value, "nbytes", DROP_MIN_BYTES) >= DROP_MIN_BYTES:
             break
     else:
         return values
@@ -236,49 +232,13 @@ def _floating(value) -> bool:
     return kind in "fc" if kind is not None else _backend.is_floating(value.dtype)
 
 
-def record(opdef, args, attrs, out):
-    """Wrap ``out`` in Tensors and record the op on every active tape that traces an input.
-
-    ``opdef`` is the op's registry entry (``type``, ``grad``, ``differentiable``, ``reads``,
-    ``param_name``); ``args`` the op's positional inputs, ``out`` a backend array or a tuple
-    of them. Returns the output Tensor(s).
-    """
-    if type(out) is tuple:
-        outs = tuple(_wrap(o) for o in out)
-        record_outputs(opdef, args, attrs, outs)
-        return outs
-    t = _new_object(Tensor)  # _wrap(out), inlined
-    t._value = out
-    t._id = next(_tensor_ids)
-    tapes = _state.tapes
-    if len(tapes) == 1 and not tapes[0]._observer:
-        tape = tapes[0]  # the common case, inlined: one tape
-        watched = tape._watched
-        traced = False
-        for a in args:
-            if type(a) is Tensor:
-                if a._id in watched:
-                    traced = True
-            elif isinstance(a, Tensor):  # a Variable, or another subclass: as record_outputs
-                if tape._watch_vars and isinstance(a, Variable) and a.trainable:
-                    tape._note_variable(a)
-                if a._id in watched:
-                    traced = True
-        if not traced:
-            return t
-        op = _new_record(opdef, args, attrs, (t,))
-        tape._ops.append(op)
-        watched.update(op._float_out)
-        return t
-    if len(tapes) == 1:  # one accumulator (forward mode)
-        tapes[0].observe(opdef, args, attrs, (t,))
-        return t
-    record_outputs(opdef, args, attrs, (t,))
-    return t
-
-
-def record_outputs(opdef, args, attrs, outs):
-    """Record an op whose output Tensors already exist (used by ``custom_gradient``)."""
+def record(opdef, args, attrs, outs) -> None:
+    """Hand the op ``opdef`` that ran on ``args`` (its positional inputs: Tensors, Python
+    scalars, backend arrays) with ``attrs`` and gave the Tensors ``outs`` (a tuple) to every
+    active tape and observer, the outermost first: an observer (a forward accumulator, or
+    check-numerics) sees it; a tape records it if it traces an input (a trainable Variable
+    among them is watched first when the tape watches accessed variables). Every op wrapper,
+    ``custom_gradient`` call, compiled call and control-flow construct records through here."""
     op = None
     for tape in _state.tapes:  # outermost first: an outer accumulator knows an output's
         if tape._observer:     # tangent before an inner one computes with that output
@@ -288,79 +248,61 @@ def record_outputs(opdef, args, attrs, outs):
         traced = False
         for a in args:
             if isinstance(a, Tensor):
-                if tape._watch_vars and isinstance(a, Variable) and a.trainable:
-                    tape._note_variable(a)
                 if a._id in watched:
                     traced = True
-        if not traced:
-            continue
-        if op is None:
-            op = _new_record(opdef, args, attrs, outs)
-        tape._ops.append(op)  # ops without floating outputs too: tape.explain shows them
-        watched.update(op._float_out)
+                elif (type(a) is not Tensor and tape._watch_vars and isinstance(a, Variable)
+                      and a.trainable):
+                    tape._note_variable(a)  # a stand-in tape (custom_gradient's) notes only
+                    traced = traced or a._id in watched
+        if traced:
+            if op is None:
+                op = new_record(opdef, args, attrs, outs)
+            tape._ops.append(op)  # ops without floating outputs too: tape.explain shows them
+            watched.update(op._float_out)
 
 
 def _as_input(a):
     if isinstance(a, Tensor):
         return a._snapshot() if isinstance(a, Variable) else a
-    if isinstance(a, _SCALARS) or a is None:
+    if type(a) in _SCALAR_TYPES or a is None:
         return a
     return Tensor(_raw(a))  # a backend array: a constant to every tape
 
 
-def _input_ids(args):
-    """``args`` as a record keeps them (Variables snapshotted and backend arrays wrapped, by
-    :func:`_as_input`; Tensors and scalars as they are), and their ids (None for scalars)."""
-    ids = []
-    for a in args:
-        if type(a) is Tensor:
-            ids.append(a._id)
-        elif type(a) in _SCALAR_TYPES or a is None:
-            ids.append(None)
-        else:
-            args = tuple([_as_input(a) for a in args])
-            return args, [a._id if isinstance(a, Tensor) else None for a in args]
-    return args, ids
-
-
-def _new_record(opdef, args, attrs, outs):
+def new_record(opdef, args, attrs, outs, whole=False) -> Operation:
     """The record of an op (``opdef``) that ran on ``args`` with ``attrs`` and gave the Tensors
-    ``outs``, for a tape: it keeps what the op type's gradient reads."""
+    ``outs``: Variables among the inputs are snapshotted and backend arrays wrapped as
+    constants; it keeps what the gradient of its op type (the overriding one under
+    ``gradient_override_map``) reads, or everything if ``whole`` (a JVP rule may read any)."""
     op = _new_object(Operation)
     op._opdef = opdef
     gdef = op._gdef = _state.overrides.get(opdef.type, opdef) if _overriding else opdef
-    # ids of tensor inputs (None for scalars); only floating ones are ever traced
-    n = len(args)
-    if n == 1 and type(args[0]) is Tensor:
-        in_ids = (args[0]._id,)
-    elif n == 2 and type(args[0]) is Tensor and type(args[1]) is Tensor:
-        in_ids = (args[0]._id, args[1]._id)
-    elif n == 2 and type(args[0]) is Tensor and type(args[1]) in _SCALAR_TYPES:
-        in_ids = (args[0]._id, None)
-    else:
-        args, in_ids = _input_ids(args)
-    reads = gdef.reads
-    a0 = args[0] if args else None
-    if reads & 1 or (type(a0) is Tensor and getattr(a0._value, "nbytes", 0) < DROP_MIN_BYTES):
-        op.inputs = args  # kept: read by the gradient, or small (judged by the first input)
+    in_ids = ()  # grown as a tuple: for the one or two inputs of most ops, faster than a list
+    for a in args:
+        if type(a) is Tensor:
+            in_ids += (a._id,)
+        elif type(a) in _SCALAR_TYPES or a is None:
+            in_ids += (None,)
+        else:  # a Variable (it may change: snapshotted), a subclass, a backend array
+            args = tuple([_as_input(a) for a in args])
+            in_ids = tuple([a._id if isinstance(a, Tensor) else None for a in args])
+            break
+    op._in_ids = in_ids
+    op.attrs = attrs
+    reads = READS["both"] if whole else gdef.reads
+    a0 = args[0] if args else None  # inputs are kept outright when the first one is small
+    if reads & 1 or type(a0) is Tensor and getattr(a0._value, "nbytes", 0) < DROP_MIN_BYTES:
+        op.inputs = args
     else:
         op.inputs = _drop(args)
-    op._in_ids = tuple(in_ids) if type(in_ids) is list else in_ids
-    op.attrs = attrs
     if len(outs) == 1:
         o = outs[0]
-        op._out_ids = ids = (o._id,)
         v = o._value
-        dtype = v.dtype
-        kind = getattr(dtype, "kind", None)  # _floating, inlined for NumPy dtypes
-        fl = kind in "fc" if kind is not None else _floating(v)
-        op._float_out = ids if fl else ()
-        if reads & 2 or getattr(v, "nbytes", DROP_MIN_BYTES) < DROP_MIN_BYTES:
-            op.outputs = outs
-        else:  # _drop, inlined
-            d = _new_object(Dropped)
-            d.shape, d.dtype = v.shape, dtype
-            op.outputs = (d,)
+        kind = getattr(v.dtype, "kind", None)  # _floating, inlined for NumPy dtypes
+        op._out_ids = ids = (o._id,)
+        op._float_out = ids if (kind in "fc" if kind is not None else _floating(v)) else ()
+        small = getattr(v, "nbytes", DROP_MIN_BYTES) < DROP_MIN_BYTES
+        op.outputs = outs if reads & 2 or small else _drop(outs)
     else:
         op._out_ids = tuple([o._id for o in outs])
         op._float_out = tuple([o._id for o in outs if _floating(o._value)])
@@ -369,41 +311,6 @@ def _new_record(opdef, args, attrs, outs):
 
 
 _SCALAR_TYPES = frozenset(_SCALARS)
-
-
-class ObservedOperation(Operation):
-    """The record of an op that ran while a ``ForwardAccumulator`` watched it, made for its
-    JVP rule, which runs at once: every input and output kept, and the ids (which only the
-    transposed-VJP fallback reads) computed when read. Building none of them is an eighth of
-    forward mode's cost per op."""
-
-    __slots__ = ()
-
-    @property
-    def _in_ids(self):
-        return tuple([a._id if isinstance(a, Tensor) else None for a in self.inputs])
-
-    @property
-    def _out_ids(self):
-        return tuple([o._id for o in self.outputs])
-
-    @property
-    def _float_out(self):
-        return tuple([o._id for o in self.outputs if _floating(o._value)])
-
-
-def observed_record(opdef, args, attrs, outs):
-    """The :class:`ObservedOperation` of ``opdef`` run on ``args`` (backend arrays among them
-    wrapped as constants) with ``attrs``, giving the Tensors ``outs``."""
-    op = _new_object(ObservedOperation)
-    op._opdef = opdef
-    op._gdef = _state.overrides.get(opdef.type, opdef) if _overriding else opdef
-    for a in args:
-        if not isinstance(a, Tensor) and type(a) not in _SCALAR_TYPES and a is not None:
-            args = tuple([a if isinstance(a, Tensor) else _as_input(a) for a in args])
-            break
-    op.inputs, op.outputs, op.attrs = args, outs, attrs
-    return op
 
 
 # --- raw-array reads and conversions of traced tensors ---------------------------------------
@@ -418,78 +325,4 @@ def _note_raw_access(t):
         _state.raw_access = True
 
 
-_OWN_DIRS = tuple(p for p in {  # tapegrad's and NumPy's frames: never a conversion's site
-    os.path.dirname(os.path.dirname(__file__)),
-    getattr(sys.modules.get("numpy"), "__path__", [""])[0]} if p)
-_LIBRARY_DIRS = tuple(p for p in {  # installed libraries (SciPy...) and the standard library
-    *(sysconfig.get_paths().get(k) for k in ("purelib", "platlib", "stdlib", "platstdlib")),
-    os.path.dirname(os.__file__)} if p)
-
-
-def _losers(t) -> tuple:
-    """``(tapes, accumulators)`` of this thread that lose ``t`` when it leaves for NumPy: the
-    recording tapes that trace it (or would watch it: a trainable Variable under a tape that
-    watches accessed variables) and the forward accumulators where it has a tangent."""
-    i = t._id
-    tapes, accumulators = [], []
-    for tape in _state.tapes:
-        if tape._observer:
-            if i in getattr(tape, "_tangents", ()):
-                accumulators.append(tape)
-        elif i in tape._watched or (tape._watch_vars and isinstance(t, Variable)
-                                    and t.trainable):
-            tapes.append(tape)
-    return tapes, accumulators
-
-
-def _site(frame) -> tuple:
-    """``(frame, level, via)``: the first frame from ``frame`` outward that is outside
-    tapegrad, NumPy and installed libraries (the user's line) and its ``warnings.warn``
-    stack level as seen from ``frame``, and ``"file:line"`` of the library frame in between,
-    if one was (``None`` when the user's line called directly). Also used by ``_function``
-    for its warnings."""
-    level, via = 1, None
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if not name.startswith(_OWN_DIRS):
-            if not name.startswith(_LIBRARY_DIRS):
-                break
-            if via is None:
-                via = f"{name}:{frame.f_lineno}"
-        frame, level = frame.f_back, level + 1
-    return frame, level, via
-
-
-def _note_conversion(t, how="converted to a NumPy array"):
-    """Called by ``Tensor.__array__`` and ``__dlpack__`` (``how`` it leaves): a tensor that a
-    recording tape traces (or a forward accumulator gives a tangent) is leaving for NumPy or
-    another library, where neither sees it. Warn once per call site in the user's code (the first frame outside
-    tapegrad, NumPy and installed libraries such as SciPy, which is named as well) and note the
-    site on the tapes, for ``tape.explain``."""
-    if _state.grad_op is not None or len(_state.tapes) == 0:
-        return
-    tapes, accumulators = _losers(t)
-    if not tapes and not accumulators:
-        return
-    frame, level, via = _site(sys._getframe(1))
-    site = (f"{frame.f_code.co_filename}:{frame.f_lineno}" if frame is not None
-            else via or "an unknown place")
-    for tape in tapes:
-        tape._conversions.setdefault(t._id, site)
-    what = ("that a recording GradientTape traces" if tapes and not accumulators else
-            "that a ForwardAccumulator gives a tangent" if not tapes else
-            "that a recording GradientTape traces and a ForwardAccumulator gives a tangent")
-    lost = ("no gradient" if not accumulators else "no JVP" if not tapes
-            else "no gradient and no JVP")
-    inside = f" (inside {via})" if via is not None and frame is not None else ""
-    warnings.warn(
-        f"a {type(t).__name__} of shape {t.shape} {what} was {how} at {site}{inside}; what "
-        f"is computed from that array carries {lost} (a library that "
-        "computes with NumPy leaves the tape there, and tape.gradient returns None for it). "
-        "Use tapegrad functions (an Array API namespace) for a differentiable result, wrap the "
-        "NumPy code in a tg.custom_gradient that gives its gradient, or convert with "
-        "t.numpy() if you mean to leave the tape", TapeLeakWarning, stacklevel=level + 1)
-
-
-_tensor_module._raw_access_hook = _note_raw_access
-_tensor_module._conversion_hook = _note_conversion
+extend(raw_access=_note_raw_access)

@@ -12,6 +12,8 @@ import contextlib
 import difflib
 import functools
 import inspect
+import linecache
+import os
 import types
 import warnings
 
@@ -295,83 +297,75 @@ def _complex_input_error(op_type, forward, k, v):
         "tg.abs(z), whichever you mean")
 
 
-def _make_op(opdef, fast_paths=True):
-    """The public op of ``opdef``. ``fast_paths=False`` gives the general path only, which the
-    per-arity fast paths must agree with (``tests/test_fast_paths.py``)."""
-    forward = opdef.forward
-    state = _records._state
-    T = Tensor
-    new = object.__new__
-    ids = _tensor_ids
-    scalar = _SCALAR_TYPES
-    nd = np.ndarray
-
-    # fast paths for ops of one or two inputs and no attributes (elementwise ops, matmul): no
-    # tape -> one backend call plus a few lookups. Their forward may carry `_numpy_fn`, called
-    # directly on NumPy arrays. Other ops take the general path.
-    fast = getattr(forward, "_numpy_fn", None) or forward
-    real_only = opdef.real_only
-    if fast_paths and opdef.arity == 1 and not opdef.takes_attrs:
-        def op(x, /):
-            v = x._value if isinstance(x, T) else _raw(x)
-            if type(v) is nd:
-                if real_only and v.dtype.kind == "c":
-                    raise _complex_input_error(opdef.type, forward, 0, v)
-                out = fast(v)
-                if type(out) is not nd:
-                    out = _checked_result(opdef, out, (x,))
-            else:
-                out = _checked_result(opdef, _run_forward(opdef, (v,), _NO_ATTRS), (x,))
-            if state.tapes:
-                return record(opdef, (x,), _NO_ATTRS, out)
-            if type(out) is tuple:
-                return tuple(_wrap(o) for o in out)
-            t = new(T)
-            t._value = out
-            t._id = next(ids)
-            return t
-    elif fast_paths and opdef.arity == 2 and not opdef.takes_attrs:
-        def op(x1, x2, /):
-            v1 = x1._value if isinstance(x1, T) else x1 if type(x1) in scalar else _raw(x1)
-            v2 = x2._value if isinstance(x2, T) else x2 if type(x2) in scalar else _raw(x2)
-            if type(v1) is nd and (type(v2) is nd or type(v2) in scalar):
-                if real_only and (v1.dtype.kind == "c" or type(v2) is complex
-                                  or type(v2) is nd and v2.dtype.kind == "c"):
-                    raise _complex_input_error(opdef.type, forward, 0 if v1.dtype.kind == "c"
-                                               else 1, v1 if v1.dtype.kind == "c" else v2)
-                out = fast(v1, v2)
-                if type(out) is not nd:
-                    out = _checked_result(opdef, out, (x1, x2))
-            else:
-                out = _checked_result(opdef, _run_forward(opdef, (v1, v2), _NO_ATTRS), (x1, x2))
-            if state.tapes:
-                return record(opdef, (x1, x2), _NO_ATTRS, out)
-            if type(out) is tuple:
-                return tuple(_wrap(o) for o in out)
-            t = new(T)
-            t._value = out
-            t._id = next(ids)
-            return t
+# The op wrapper, one template for every op: convert the inputs, run the forward (directly,
+# without the checks, on NumPy inputs), check the result, wrap it, hand it to the tapes. An op
+# of a fixed number of inputs and no attributes (elementwise ops, matmul) gets the template
+# with its inputs spelled out, which spares the tuple and list of a variadic call per op.
+_OP_TEMPLATE = """
+def op({params}):
+    {convert}
+    if {on_numpy}:
+        if real_only:
+            _refuse_complex(opdef, {values})
+        out = fast({call})
+        if type(out) is not nd:
+            out = _checked_result(opdef, out, {args})
     else:
-        def op(*args, **attrs):
-            values = [a._value if isinstance(a, T) else _raw(a) for a in args]
-            try:
-                out = forward(*values, **attrs)
-            except TypeError as error:
-                out = _host_forward(opdef, values, attrs, error)
-            # a NumPy result of NumPy inputs (the common case) needs no check
-            if type(out) is not nd or not all([type(v) is nd for v in values]):
-                out = _checked_result(opdef, out, args)
-            if state.tapes:
-                return record(opdef, args, attrs, out)
-            if type(out) is tuple:
-                return tuple(_wrap(o) for o in out)
-            t = new(T)
-            t._value = out
-            t._id = next(ids)
-            return t
+        out = _checked_result(opdef, _run_forward(opdef, {values}, {attrs}), {args})
+    if type(out) is tuple:
+        outs = tuple([_wrap(o) for o in out])
+        if state.tapes:
+            record(opdef, {args}, {attrs}, outs)
+        return outs
+    t = new(T)
+    t._value = out
+    t._id = next(ids)
+    if state.tapes:
+        record(opdef, {args}, {attrs}, (t,))
+    return t
+"""
 
-    return op
+
+def _make_op(opdef, fast_paths=True):
+    """The public op of ``opdef``, from ``_OP_TEMPLATE``: spelled out for ops of one or two
+    inputs and no attributes unless ``fast_paths=False`` (the variadic form, which the others
+    must agree with: ``tests/test_fast_paths.py``)."""
+    n = opdef.arity if fast_paths and not opdef.takes_attrs and opdef.arity in (1, 2) else 0
+    xs = [f"x{k}" for k in range(n)]
+    vs = [f"v{k}" for k in range(n)]
+    if n:
+        fields = dict(
+            params=", ".join(xs) + ", /",
+            convert="; ".join(f"{v} = {x}._value if isinstance({x}, T) else {x} if type({x}) "
+                              f"in scalar else _raw({x})" for x, v in zip(xs, vs)),
+            on_numpy=" and ".join(["type(v0) is nd", *(f"(type({v}) is nd or type({v}) in "
+                                                          "scalar)" for v in vs[1:])]),
+            values=f"({', '.join(vs)},)", call=", ".join(vs), args=f"({', '.join(xs)},)",
+            attrs="_NO_ATTRS")
+    else:
+        fields = dict(params="*args, **attrs",
+                      convert="values = [a._value if isinstance(a, T) else _raw(a) for a in args]",
+                      on_numpy="all([type(v) is nd or type(v) in scalar for v in values])",
+                      values="values", call="*values, **attrs", args="args", attrs="attrs")
+    scope = dict(opdef=opdef, fast=getattr(opdef.forward, "_numpy_fn", None) or opdef.forward,
+                 real_only=opdef.real_only, state=_records._state, T=Tensor, nd=np.ndarray,
+                 scalar=_SCALAR_TYPES, new=object.__new__, ids=_tensor_ids, _raw=_raw,
+                 _wrap=_wrap, record=record, _NO_ATTRS=_NO_ATTRS, _run_forward=_run_forward,
+                 _checked_result=_checked_result, _refuse_complex=_refuse_complex)
+    source = _OP_TEMPLATE.format(**fields)
+    # named inside the package (tracebacks show it, and frames there are tapegrad's own)
+    inputs = {0: "any number of inputs", 1: "1 input", 2: "2 inputs"}[n]
+    name = os.path.join(os.path.dirname(__file__), f"<op wrapper, {inputs}>")
+    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+    exec(compile(source, name, "exec"), scope)  # noqa: S102 - our own template, no user text
+    return scope["op"]
+
+
+def _refuse_complex(opdef, values):
+    """Raise the ``TypeError`` of a real-only op type for the first complex input."""
+    for k, v in enumerate(values):
+        if _is_complex(v):
+            raise _complex_input_error(opdef.type, opdef.forward, k, v)
 
 
 def _run_forward(opdef, values, attrs):

@@ -65,25 +65,31 @@ def provide(**fns) -> None:
         setattr(ops, name, fn)
 
 
-_EXTENSION_POINTS = ("linearize", "host_callback", "explain", "to_dot", "register_hook",
-                     "vectorize")
+_EXTENSION_POINTS = ("raw_access", "jacobian", "batch_jacobian", "host_callback", "explain",
+                     "to_dot", "register_hook", "conversion", "vectorize")
 
 
 class ExtensionPoints:
     """What layers above the core plug into it, by name (``None`` until provided):
 
-    - ``linearize(op, tangents)`` (``tapegrad.forward``): the output tangents of a recorded op
-      from its inputs' tangents; with it ``GradientTape.jacobian`` can take columns;
+    - ``raw_access(tensor)`` (``tapegrad._records``): ``Tensor.numpy()`` and ``__dlpack__``
+      call it; inside a gradient function, reading a traced tensor's array makes the
+      gradient once-differentiable;
+    - ``jacobian(tape, target, sources, unconnected)`` and ``batch_jacobian(tape, target,
+      source, unconnected)`` (``tapegrad._jacobian``): ``GradientTape.jacobian`` and
+      ``batch_jacobian``, built from the tape's reverse passes and forward mode's JVP rules;
     - ``host_callback`` (``tapegrad._function``): runs a forward that needs concrete values on
       traced inputs; ``host_callback.wants(error, opdef)`` says whether an error is that need;
     - ``explain(tape, target, sources)`` and ``to_dot(tape, target, sources)``
       (``tapegrad.viz``): ``GradientTape.explain`` and ``GradientTape.to_dot``;
     - ``register_hook(tensor, fn)`` (``tapegrad._hooks``): ``Tensor.register_hook``;
+    - ``conversion(tensor, how)`` (``tapegrad._leaks``): called when a Tensor leaves for NumPy
+      or another library (``__array__``, ``__dlpack__``), to warn when a tape loses it;
     - ``vectorize(tape, target, cotangents, sources, unconnected, axis, shapes)``
       (``tapegrad.batching``): the Jacobians of ``GradientTape.jacobian``/``batch_jacobian``
-      from one batched reverse pass (``experimental_use_pfor=True``): per source a Tensor,
-      or ``vectorize.missing`` where the target does not depend on it; ``None`` where it
-      does not apply.
+      (``tapegrad._jacobian``) from one batched reverse pass (``experimental_use_pfor=True``):
+      per source a Tensor, or ``vectorize.missing`` where the target does not depend on it;
+      ``None`` where it does not apply.
     """
 
     __slots__ = _EXTENSION_POINTS

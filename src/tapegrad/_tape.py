@@ -12,13 +12,12 @@ from __future__ import annotations
 import contextlib
 import enum
 import functools
-import math
 import warnings
 
 from . import _backend
 from ._hooks import HOOKS, run_hooks
 from ._pytree import tree_flatten, tree_unflatten
-from ._records import READS, _live_tapes, _state, record_outputs
+from ._records import READS, _live_tapes, _state, record
 from ._registry import CallDef
 from ._structural import extensions, ops
 from ._tensor import Tensor, Variable, _wrap
@@ -197,11 +196,7 @@ class GradientTape:
         a second call to a non-persistent tape or on a tape that was never entered (``with``),
         ``TypeError`` for a target or source that is not a Tensor.
         """
-        self._check_usable("gradient")
-        if not self._persistent and self in _state.tapes:
-            self._pop()  # TensorFlow: a non-persistent tape stops recording once it is used
-        self.logs = {}
-        unconnected = UnconnectedGradients(unconnected_gradients)
+        unconnected = self._start("gradient", unconnected_gradients)
         targets, cots = _cotangents(_flatten(target), output_gradients)
         flat_sources = _flatten(sources)
         for s in flat_sources:
@@ -209,8 +204,7 @@ class GradientTape:
                 raise TypeError(f"GradientTape.gradient: sources must be Tensors or Variables, "
                                 f"got {type(s).__name__}")
         grads = self._backward(targets, cots, flat_sources, unconnected)
-        if not self._persistent:
-            self._release()
+        self._finish()
         return _unflatten(sources, iter(grads))
 
     def jacobian(self, target, sources, unconnected_gradients=UnconnectedGradients.NONE,
@@ -227,41 +221,14 @@ class GradientTape:
         a tape whose tensors have hooks always takes rows. With ``experimental_use_pfor=True``
         (TensorFlow's default) and JAX installed, the rows come from one reverse pass batched
         by ``jax.vmap`` over the one-hot cotangents (``tapegrad.batching``; eagerly from 32 rows
-        on, below which JAX's fixed cost is more than the passes), unless another
-        tape or accumulator records the computation (to differentiate the Jacobian: then
-        rows one by one, as with ``False``), the values are another library's than NumPy's
-        or JAX's, or a gradient function cannot be batched. ``parallel_iterations`` is
-        accepted and ignored. Same errors as :meth:`gradient`.
+        on, below which JAX's fixed cost is more than the passes), unless another tape or
+        accumulator records the computation (to differentiate the Jacobian: then rows one by
+        one, as with ``False``), the values are another library's than NumPy's or JAX's, or a
+        gradient function cannot be batched. ``parallel_iterations`` is accepted and ignored.
+        Same errors as :meth:`gradient`; built by :mod:`tapegrad._jacobian`.
         """
-        unconnected = self._start_jacobian("jacobian", unconnected_gradients)
-        if not isinstance(target, Tensor):
-            raise TypeError("GradientTape.jacobian: target must be a single Tensor")
-        flat_sources = _flatten(sources)
-        n = target.size
-        if self._forward_is_cheaper(target, flat_sources, sum(s.size for s in flat_sources)):
-            out = []
-            for s in flat_sources:
-                xp = _backend.namespace(s._value)
-                onehots = (xp.reshape(xp.eye(1, s.size, k=k, dtype=s._value.dtype), s.shape)
-                           for k in range(s.size))
-                cols = self._columns(target, onehots, s)
-                out.append(_jacobian_of(cols, -1, target.shape + s.shape, s.dtype, unconnected))
-            self._finish_jacobian()
-            return _unflatten(sources, iter(out))
-        xp = _backend.namespace(target._value)
-        shapes = [target.shape + s.shape for s in flat_sources]
-        out = self._vectorized(experimental_use_pfor, target, lambda: xp.reshape(
-            xp.eye(n, dtype=target._value.dtype), (n, *target.shape)), flat_sources,
-            unconnected, 0, shapes)
-        if out is not None:
-            return _unflatten(sources, iter(out))
-        onehots = (xp.reshape(xp.eye(1, n, k=k, dtype=target._value.dtype), target.shape)
-                   for k in range(n))
-        out = [_jacobian_of(rows, 0, target.shape + s.shape, s.dtype, unconnected)
-               for s, rows in zip(flat_sources,
-                                  self._rows(target, onehots, flat_sources, unconnected))]
-        self._finish_jacobian()
-        return _unflatten(sources, iter(out))
+        return extensions.jacobian(self, target, sources, unconnected_gradients,
+                                   experimental_use_pfor)
 
     def batch_jacobian(self, target, source, unconnected_gradients=UnconnectedGradients.NONE,
                        parallel_iterations=None, experimental_use_pfor=True):
@@ -275,130 +242,31 @@ class GradientTape:
         (the gradient of ``sum_b target[b, i]`` gives all ``B`` rows of column ``i`` at once),
         or, when ``S`` has fewer elements than ``T``, the columns with one forward-mode sweep
         per element of ``S`` (its tangent one-hot in ``S`` and ones across the batch), as
-        :meth:`jacobian` chooses; so a dependence across examples is summed in silently. The passes use tapegrad ops,
-        so an outer tape can differentiate the result again. ``experimental_use_pfor`` batches
-        the reverse passes as :meth:`jacobian` does; ``parallel_iterations`` is accepted and
-        ignored. A source not connected to the
-        target gives ``None`` (or zeros with ``unconnected_gradients="zero"``).
+        :meth:`jacobian` chooses; so a dependence across examples is summed in silently. The
+        passes use tapegrad ops, so an outer tape can differentiate the result again.
+        ``experimental_use_pfor`` batches the reverse passes as :meth:`jacobian` does;
+        ``parallel_iterations`` is accepted and ignored. A source not connected to the target
+        gives ``None`` (or zeros with ``unconnected_gradients="zero"``).
 
         Raises ``TypeError`` if ``target`` or ``source`` is not a single Tensor or the target is
         not floating, ``ValueError`` if a rank is below 2 or the batch sizes differ, and
         ``RuntimeError`` as :meth:`gradient` (a second call on a non-persistent tape).
         """
-        unconnected = self._start_jacobian("batch_jacobian", unconnected_gradients)
-        for what, t in (("target", target), ("source", source)):
-            if not isinstance(t, Tensor):
-                raise TypeError(f"GradientTape.batch_jacobian: {what} must be a single Tensor, "
-                                f"got {type(t).__name__}")
-            if t.ndim < 2:
-                raise ValueError(f"GradientTape.batch_jacobian: the {what} has shape {t.shape}; "
-                                 "it must have rank 2 or more, (batch, ...) (as TensorFlow "
-                                 "requires); use GradientTape.jacobian for other shapes")
-        if target.shape[0] != source.shape[0]:
-            raise ValueError(f"GradientTape.batch_jacobian: the batch sizes differ: target shape "
-                             f"{target.shape}, source shape {source.shape}; their first "
-                             "dimensions must match")
-        if not _is_float(target):
-            raise TypeError(f"GradientTape.batch_jacobian: the target has dtype {target.dtype}; "
-                            "only floating targets have Jacobians")
-        shape = target.shape + source.shape[1:]
-        m = math.prod(source.shape[1:])
-        if self._forward_is_cheaper(target, [source], source.shape[0] * m):
-            xp = _backend.namespace(source._value)
-            dtype = source._value.dtype
-            ones = xp.ones((source.shape[0], 1), dtype=dtype)
-            tangents = (xp.reshape(ones * xp.eye(1, m, k=k, dtype=dtype), source.shape)
-                        for k in range(m))
-            cols = self._columns(target, tangents, source)
-            self._finish_jacobian()
-            return _jacobian_of(cols, -1, shape, source.dtype, unconnected)
-        m = math.prod(target.shape[1:])
-        xp = _backend.namespace(target._value)
-        dtype = target._value.dtype
-        ones = xp.ones((target.shape[0], 1), dtype=dtype)
-        out = self._vectorized(experimental_use_pfor, target, lambda: xp.reshape(
-            xp.eye(m, dtype=dtype)[:, None, :] * ones[None], (m, *target.shape)), [source],
-            unconnected, 1, [shape])
-        if out is not None:
-            return out[0]
-        columns = (xp.reshape(ones * xp.eye(1, m, k=k, dtype=dtype), target.shape)
-                   for k in range(m))
-        rows, = self._rows(target, columns, [source], unconnected)
-        self._finish_jacobian()
-        return _jacobian_of(rows, 1, shape, source.dtype, unconnected)
+        return extensions.batch_jacobian(self, target, source, unconnected_gradients,
+                                         experimental_use_pfor)
 
-    def _start_jacobian(self, what, unconnected_gradients):
+    def _start(self, what, unconnected_gradients):
+        """Begin a ``gradient``/``jacobian`` call: check the tape can be used, stop a
+        non-persistent one recording; returns the ``UnconnectedGradients``."""
         self._check_usable(what)
         if not self._persistent and self in _state.tapes:
-            self._pop()
+            self._pop()  # TensorFlow: a non-persistent tape stops recording once it is used
         self.logs = {}
         return UnconnectedGradients(unconnected_gradients)
 
-    def _finish_jacobian(self):
+    def _finish(self):
         if not self._persistent:
             self._release()
-
-    def _rows(self, target, cotangents, sources, unconnected):
-        """One reverse pass per cotangent (a backend array of the target's shape); per source,
-        the list of its gradients (zeros where a pass did not reach it), or ``None`` where no
-        pass reached it."""
-        rows = [[] for _ in sources]
-        for c in cotangents:
-            for r, g in zip(rows, self._backward([target], [Tensor(c)], sources, unconnected)):
-                r.append(g)
-        return [None if r and all(g is None for g in r) else
-                [ops.zeros_like(s) if g is None else g for g in r]
-                for s, r in zip(sources, rows)]
-
-    def _vectorized(self, use_pfor, target, cotangents, sources, unconnected, axis, shapes):
-        """The Jacobians from one batched reverse pass over the cotangents (the function
-        ``cotangents`` stacks them), by the ``vectorize`` extension (``tapegrad.batching``), stacked at
-        ``axis`` and reshaped to ``shapes``; ``None`` where it does not apply (then rows)."""
-        if not use_pfor or extensions.vectorize is None or HOOKS:
-            return None
-        out = extensions.vectorize(self, target, cotangents, sources, unconnected, axis,
-                                   shapes)
-        if out is None:
-            return None
-        self._finish_jacobian()
-        missing = extensions.vectorize.missing
-        return [(None if unconnected is UnconnectedGradients.NONE else
-                 ops.zeros(shape, dtype=s.dtype)) if g is missing else g
-                for g, s, shape in zip(out, sources, shapes)]
-
-    def _forward_is_cheaper(self, target, sources, n_source) -> bool:
-        """Forward mode (columns) for fewer source than target elements, where it gives what
-        the reverse passes give: real floating target and sources, no gradient hooks."""
-        if extensions.linearize is None or HOOKS or n_source >= target.size:
-            return False
-        return all(_is_float(t) and t.dtype.kind != "c" for t in (target, *sources))
-
-    def _columns(self, target, tangents, source):
-        """One forward sweep per tangent (a backend array of ``source``'s shape): the tangents
-        of the recorded ops' outputs in recording order, by ``linearize``. The list of the
-        target's tangents, cast to the source's dtype (zeros where a sweep did not reach it),
-        or ``None`` if no sweep reached it."""
-        reach = {source._id} & self._watched
-        active = []
-        for op in list(self._ops):
-            if not reach.isdisjoint(op._in_ids) and op._gdef.differentiable:
-                active.append(op)
-                reach.update(op._float_out)
-        if target._id not in reach:
-            return None
-        cols = []
-        for v in tangents:
-            known = {source._id: Tensor(v)}
-            for op in active:
-                ins = [known.get(i) for i in op._in_ids]
-                if any(t is not None for t in ins):
-                    for i, t in zip(op._out_ids, extensions.linearize(op, ins)):
-                        if t is not None:
-                            known[i] = t
-            t = known.get(target._id)
-            t = ops.zeros_like(target) if t is None else t
-            cols.append(t if t.dtype == source.dtype else ops.astype(t, source.dtype))
-        return cols
 
     def _check_usable(self, what):
         if not self._entered:
@@ -513,16 +381,6 @@ class GradientTape:
         return grads
 
 
-def _jacobian_of(rows, axis, shape, dtype, unconnected):
-    """The Jacobian of ``shape`` from its ``rows`` (stacked along ``axis``): ``None`` for an
-    unconnected source under ``UnconnectedGradients.NONE``, zeros if unconnected or empty."""
-    if rows is None and unconnected is UnconnectedGradients.NONE:
-        return None
-    if not rows:
-        return ops.zeros(shape, dtype=dtype)
-    return ops.reshape(ops.stack(rows, axis=axis), shape)
-
-
 def _call_tracking_provenance(fn, op, dys):
     """Call ``fn(op, *dys)``; if it computed with raw arrays of traced tensors, or returned raw
     arrays, its results are marked once-differentiable for the outer tapes."""
@@ -576,7 +434,7 @@ def _once_differentiable(op, fn, dys, g):
             return g  # not an array: _check_gradient reports it
     out = _wrap(g._value)
     inputs = tuple(a for a in (*op.inputs, *dys) if isinstance(a, Tensor))
-    record_outputs(_once_differentiable_entry(op, fn), inputs, {}, (out,))
+    record(_once_differentiable_entry(op, fn), inputs, {}, (out,))
     return out
 
 

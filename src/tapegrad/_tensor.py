@@ -25,8 +25,6 @@ from ._structural import ops as _structural_ops
 
 _ids = itertools.count(1)
 _SCALARS = (bool, int, float, complex)
-_raw_access_hook = None  # set by _records: notes raw-array reads inside gradient functions
-_conversion_hook = None  # set by _records: warns when a traced tensor leaves for NumPy
 _API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")
 _variables = weakref.WeakValueDictionary()  # id -> every live Variable (tg.function lifts them)
 name_scopes = threading.local()  # .prefix: Variable names' prefix, set by tapegrad.module.name_scope
@@ -109,8 +107,7 @@ class Tensor:
         ``.copy()`` for a writeable array. Inside a gradient function this marks the gradient
         once-differentiable (see ``NotDifferentiableError``): raw arrays carry no derivative.
         """
-        if _raw_access_hook is not None:
-            _raw_access_hook(self)
+        _extensions.raw_access(self)
         v = self._value
         if type(v) is not np.ndarray:
             try:
@@ -132,8 +129,8 @@ class Tensor:
         gradient and no JVP. A conversion inside a library (SciPy) is reported at the user's
         line that called the library, naming the library's line too.
         """
-        if _conversion_hook is not None:
-            _conversion_hook(self)
+        if _extensions.conversion is not None:
+            _extensions.conversion(self)
         a = self.numpy()
         if dtype is not None:
             a = a.astype(dtype, copy=False)

@@ -626,7 +626,7 @@ class _JaxCall:
                             jvp=functools.partial(_interop._jvp, jax, flat_fn), replay=None,
                             function=self.fun,
                             replay_error="a tg.vmap call is replayed by calling it again")
-            _records.record_outputs(entry, tuple(inputs), {}, tuple(outs))
+            _records.record(entry, tuple(inputs), {}, tuple(outs))
         return jax.tree_util.tree_unflatten(result_tree["tree"], outs)
 
 

@@ -269,7 +269,7 @@ def _record(op_type, names, inputs, outs, grad, jvp):
     if _records._state.tapes and any(_floating(o) for o in outs):
         grad.__name__ = f"{op_type}_vjp"
         entry = CallDef(op_type, names, grad, jvp=jvp, replay_error="call the construct again")
-        _records.record_outputs(entry, tuple(inputs), {}, tuple(outs))
+        _records.record(entry, tuple(inputs), {}, tuple(outs))
 
 
 # --- scan ------------------------------------------------------------------------------------

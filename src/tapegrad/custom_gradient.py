@@ -122,7 +122,7 @@ def custom_gradient(f=None, *, surrogate=False):
                      *variable_names(variables))
             info = CallDef(op_type, names, _grad_adapter(grad_fn, variables), replay=replay,
                            function=f, variables=variables, surrogate=surrogate)
-            _records.record_outputs(info, (*inputs, *variables), {}, outs)
+            _records.record(info, (*inputs, *variables), {}, outs)
         return rebuild(outs)
 
     return _CustomGradientFunction(f, call, surrogate)

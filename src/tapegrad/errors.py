@@ -53,3 +53,8 @@ def describe_fn(fn) -> str:
 class CheckpointError(ValueError):
     """A checkpoint does not fit the objects it is restored into, or its files are damaged
     (``tg.train.Checkpoint.restore``); nothing was restored."""
+
+
+class SavedModelError(ValueError):
+    """A directory is not a tapegrad export (``tg.saved_model.load``), or its files are damaged
+    or incomplete."""

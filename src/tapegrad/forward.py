@@ -23,7 +23,6 @@ import sys
 import warnings
 
 from . import _backend, _records, _tape
-from ._structural import extend
 from ._records import Dropped
 from ._tape import GradientTape, UnconnectedGradients, _flatten, _unflatten, _zeros_for
 from ._tensor import Tensor, convert_to_tensor
@@ -146,7 +145,7 @@ class ForwardAccumulator:
                 return
         if not opdef.differentiable:
             return
-        op = _records.observed_record(opdef, args, attrs, outs)
+        op = _records.new_record(opdef, args, attrs, outs, whole=True)
         state = _records._state
         saved = state.tapes
         # inner tapes pause while the rule runs (its ops are no business of theirs)
@@ -199,15 +198,12 @@ def _caller_level() -> int:
     return level
 
 
-def _recorded_tangents(op, ins) -> list:
+def linearize(op, ins) -> list:
     """The output tangents of an op recorded on a tape (``GradientTape.jacobian`` in forward
     mode). A JVP rule may read any input or output, so a record that dropped one (it keeps
     only what the gradient reads) takes the transposed VJP, which reads only that."""
     whole = not any(type(v) is Dropped for v in (*op.inputs, *op.outputs))
     return _tangents(op, ins, whole)
-
-
-extend(linearize=_recorded_tangents)
 
 
 def _tangents(op, ins, use_rule) -> list:

@@ -305,7 +305,7 @@ def _call(jax, flat_fn, op_type, inputs, function):
                           jvp=functools.partial(_jvp, jax, flat_fn), replay=None,
                           function=function,
                           replay_error="a tg.from_jax op is replayed by calling it again")
-        _records.record_outputs(calldef, tuple(inputs), {}, tuple(outs))
+        _records.record(calldef, tuple(inputs), {}, tuple(outs))
     return outs
 
 

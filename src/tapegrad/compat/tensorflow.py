@@ -246,6 +246,7 @@ random = types.SimpleNamespace(
     get_global_generator=_tg.random.get_global_generator,
 )
 train = _tg.train  # Checkpoint, CheckpointManager, latest_checkpoint
+saved_model = _tg.saved_model  # save, load, SaveOptions
 class _Keras(types.SimpleNamespace):
     """``tf.keras`` as far as tapegrad has it: ``optimizers`` (with ``schedules``)."""
 

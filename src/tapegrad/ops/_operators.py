@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _tensor
+from .. import _structural, _tensor
 from . import elementwise as ew
 from .indexing import getitem, setitem
 from .products import matmul
@@ -40,10 +40,9 @@ def _dlpack(self, /, *, stream=None, max_version=None, dl_device=None, copy=None
     """The DLPack capsule of the backend array (Array API ``__dlpack__``); the data is shared,
     so it carries no gradient: warns (``TapeLeakWarning``) when a recording tape traces this
     tensor or a forward accumulator gives it a tangent, as ``__array__`` does."""
-    if _tensor._raw_access_hook is not None:  # raw data inside a gradient function
-        _tensor._raw_access_hook(self)
-    if _tensor._conversion_hook is not None:
-        _tensor._conversion_hook(self, "exported through DLPack (__dlpack__)")
+    _structural.extensions.raw_access(self)  # raw data inside a gradient function
+    if _structural.extensions.conversion is not None:
+        _structural.extensions.conversion(self, "exported through DLPack (__dlpack__)")
     v = self._value
     if isinstance(v, np.generic):  # NumPy scalars have no __dlpack__
         v = np.asarray(v)
