@@ -206,3 +206,12 @@ def test_navier_stokes_writes_its_picture(tmp_path):
                       "--out", str(out)])
     assert result["losses"][1] < result["losses"][0]
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_dp_sgd_digits_per_example_gradients_clipping_and_accuracy():
+    pytest.importorskip("sklearn")
+    out = load("dp_sgd_digits").main(epochs=3)
+    assert out["per_example_max_error"] < 1e-5  # tg.vmap(tg.grad) == a loop of tape.gradient
+    norms = out["clipped_norms"]
+    assert norms.shape == (64,) and np.all(norms <= 1.0 + 1e-5) and np.any(norms > 0.99)
+    assert out["accuracy"] > 0.8  # 3 noisy epochs already learn the digits

@@ -35,6 +35,7 @@ from ._function import Function, RetracingWarning, TensorSpec, function
 from .module import Module, name_scope
 from .forward import ForwardAccumulator, jacfwd, jvp
 from .interop import from_jax, to_jax
+from .batching import vectorized_map, vmap
 from . import saved_model  # noqa: E402
 
 try:
@@ -60,6 +61,7 @@ __all__ = [
     "config", "train", "function", "Function", "RetracingWarning", "TensorSpec",
     "ForwardAccumulator",
     "RegisterJVP", "jvp", "jacfwd", "Module", "name_scope", "to_jax", "from_jax", "saved_model",
+    "vmap", "vectorized_map",
     *_cg.__all__, *_control_flow.__all__, "lax",
     *_transforms.__all__,
     "float16", "float32", "float64", "complex64", "complex128", "int8", "int16", "int32",

@@ -4,7 +4,9 @@ The tape (the core) computes one reverse pass; a Jacobian is many passes over th
 stacked. As ``jax.jacrev`` and ``jax.jacfwd`` choose: row by row, one reverse pass per target
 element with a one-hot cotangent (``_rows``), or, with fewer source than target elements,
 column by column, one forward sweep per source element with a one-hot tangent through each
-record's JVP rule (``_columns``, by :func:`tapegrad.forward.linearize`). A batch Jacobian's
+record's JVP rule (``_columns``, by :func:`tapegrad.forward.linearize`). With
+``experimental_use_pfor=True`` the rows first try one reverse pass batched over all one-hot
+cotangents, by the core's ``vectorize`` extension point (``tapegrad.batching``, JAX's ``vmap``). A batch Jacobian's
 cotangent (or tangent) is one-hot in the trailing shape and ones across the batch, so one pass
 gives a row (column) for every example. Everything is computed with tapegrad ops, so an outer
 tape differentiates the result again (Hessians). The tape's methods call these functions
@@ -16,13 +18,13 @@ import math
 
 from . import _backend
 from ._hooks import HOOKS
-from ._structural import extend, ops
+from ._structural import extend, extensions, ops
 from ._tape import _flatten, _is_float, _unflatten
 from ._tensor import Tensor
 from .forward import linearize
 
 
-def jacobian(tape, target, sources, unconnected_gradients):
+def jacobian(tape, target, sources, unconnected_gradients, use_pfor=True):
     """:meth:`GradientTape.jacobian` of ``tape`` (arguments, result and errors there)."""
     unconnected = tape._start("jacobian", unconnected_gradients)
     if not isinstance(target, Tensor):
@@ -34,14 +36,19 @@ def jacobian(tape, target, sources, unconnected_gradients):
             cols = _columns(tape, target, _one_hots(s, s.shape), s)
             out.append(_stacked(cols, -1, target.shape + s.shape, s.dtype, unconnected))
     else:
-        rows = _rows(tape, target, _one_hots(target, target.shape), flat_sources, unconnected)
-        out = [_stacked(r, 0, target.shape + s.shape, s.dtype, unconnected)
-               for s, r in zip(flat_sources, rows)]
+        shapes = [target.shape + s.shape for s in flat_sources]
+        out = _vectorized(use_pfor, tape, target, target.shape, flat_sources, unconnected, 0,
+                          shapes)
+        if out is None:
+            rows = _rows(tape, target, _one_hots(target, target.shape), flat_sources,
+                         unconnected)
+            out = [_stacked(r, 0, shape, s.dtype, unconnected)
+                   for s, r, shape in zip(flat_sources, rows, shapes)]
     tape._finish()
     return _unflatten(sources, iter(out))
 
 
-def batch_jacobian(tape, target, source, unconnected_gradients):
+def batch_jacobian(tape, target, source, unconnected_gradients, use_pfor=True):
     """:meth:`GradientTape.batch_jacobian` of ``tape`` (arguments, result and errors there)."""
     unconnected = tape._start("batch_jacobian", unconnected_gradients)
     for what, t in (("target", target), ("source", source)):
@@ -64,8 +71,14 @@ def batch_jacobian(tape, target, source, unconnected_gradients):
         cols = _columns(tape, target, _one_hots(source, source.shape[1:]), source)
         result = _stacked(cols, -1, shape, source.dtype, unconnected)
     else:
-        rows, = _rows(tape, target, _one_hots(target, target.shape[1:]), [source], unconnected)
-        result = _stacked(rows, 1, shape, source.dtype, unconnected)
+        vectorized = _vectorized(use_pfor, tape, target, target.shape[1:], [source],
+                                 unconnected, 1, [shape])
+        if vectorized is not None:
+            result, = vectorized
+        else:
+            rows, = _rows(tape, target, _one_hots(target, target.shape[1:]), [source],
+                          unconnected)
+            result = _stacked(rows, 1, shape, source.dtype, unconnected)
     tape._finish()
     return result
 
@@ -79,6 +92,29 @@ def _one_hots(t, trailing):
     m = math.prod(trailing)
     lead = xp.ones((math.prod(t.shape[:t.ndim - len(trailing)]), 1), dtype=dtype)
     return (xp.reshape(lead * xp.eye(1, m, k=k, dtype=dtype), t.shape) for k in range(m))
+
+
+def _vectorized(use_pfor, tape, target, trailing, sources, unconnected, axis, shapes):
+    """The Jacobians from one reverse pass batched over every one-hot cotangent (the
+    ``vectorize`` extension point, ``tapegrad.batching``), stacked at ``axis`` and reshaped to
+    ``shapes``; ``None`` where it does not apply (then rows one by one)."""
+    vectorize = extensions.vectorize
+    if not use_pfor or vectorize is None or HOOKS:
+        return None
+
+    def cotangents():  # all of _one_hots', stacked on a new leading axis
+        xp = _backend.namespace(target._value)
+        dtype = target._value.dtype
+        m = math.prod(trailing)
+        lead = xp.ones((math.prod(target.shape[:target.ndim - len(trailing)]), 1), dtype=dtype)
+        return xp.reshape(xp.eye(m, dtype=dtype)[:, None, :] * lead[None], (m, *target.shape))
+
+    out = vectorize(tape, target, cotangents, sources, unconnected, axis, shapes)
+    if out is None:
+        return None
+    return [(None if unconnected.value == "none" else
+             ops.zeros(shape, dtype=s.dtype)) if g is vectorize.missing else g
+            for g, s, shape in zip(out, sources, shapes)]
 
 
 def _rows(tape, target, cotangents, sources, unconnected):

@@ -66,7 +66,7 @@ def provide(**fns) -> None:
 
 
 _EXTENSION_POINTS = ("raw_access", "jacobian", "batch_jacobian", "host_callback", "explain",
-                     "to_dot", "register_hook", "conversion", "to_host")
+                     "to_dot", "register_hook", "conversion", "to_host", "vectorize")
 
 
 class ExtensionPoints:
@@ -87,7 +87,12 @@ class ExtensionPoints:
       or another library (``__array__``, ``__dlpack__``), to warn when a tape loses it;
     - ``to_host(array, name)`` (``tapegrad._function``): the default backend's copy of a
       compiled call's device-resident result (``array``, made by ``tg.function`` ``name``),
-      waiting for it; an error of the program is raised here, naming the function.
+      waiting for it; an error of the program is raised here, naming the function;
+    - ``vectorize(tape, target, cotangents, sources, unconnected, axis, shapes)``
+      (``tapegrad.batching``): the Jacobians of ``GradientTape.jacobian``/``batch_jacobian``
+      (``tapegrad._jacobian``) from one batched reverse pass (``experimental_use_pfor=True``):
+      per source a Tensor, or ``vectorize.missing`` where the target does not depend on it;
+      ``None`` where it does not apply.
     """
 
     __slots__ = _EXTENSION_POINTS

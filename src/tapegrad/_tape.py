@@ -218,12 +218,17 @@ class GradientTape:
         ``tapegrad.forward``); otherwise row by row, one reverse pass per target element. Both
         use tapegrad ops, so an outer tape can differentiate the result again (Hessians), and
         give the same values. Gradient hooks (``register_hook``) act on reverse passes only, so
-        a tape whose tensors have hooks always takes rows. ``parallel_iterations`` and
-        ``experimental_use_pfor`` are TensorFlow's keywords, accepted and ignored (the passes
-        are always computed one after another). Same errors as :meth:`gradient`; built by
-        :mod:`tapegrad._jacobian`.
+        a tape whose tensors have hooks always takes rows. With ``experimental_use_pfor=True``
+        (TensorFlow's default) and JAX installed, the rows come from one reverse pass batched
+        by ``jax.vmap`` over the one-hot cotangents (``tapegrad.batching``; eagerly from 32 rows
+        on, below which JAX's fixed cost is more than the passes), unless another tape or
+        accumulator records the computation (to differentiate the Jacobian: then rows one by
+        one, as with ``False``), the values are another library's than NumPy's or JAX's, or a
+        gradient function cannot be batched. ``parallel_iterations`` is accepted and ignored.
+        Same errors as :meth:`gradient`; built by :mod:`tapegrad._jacobian`.
         """
-        return extensions.jacobian(self, target, sources, unconnected_gradients)
+        return extensions.jacobian(self, target, sources, unconnected_gradients,
+                                   experimental_use_pfor)
 
     def batch_jacobian(self, target, source, unconnected_gradients=UnconnectedGradients.NONE,
                        parallel_iterations=None, experimental_use_pfor=True):
@@ -239,15 +244,16 @@ class GradientTape:
         per element of ``S`` (its tangent one-hot in ``S`` and ones across the batch), as
         :meth:`jacobian` chooses; so a dependence across examples is summed in silently. The
         passes use tapegrad ops, so an outer tape can differentiate the result again.
-        ``parallel_iterations`` and ``experimental_use_pfor`` are accepted and ignored. A source
-        not connected to the target gives ``None`` (or zeros with
-        ``unconnected_gradients="zero"``).
+        ``experimental_use_pfor`` batches the reverse passes as :meth:`jacobian` does;
+        ``parallel_iterations`` is accepted and ignored. A source not connected to the target
+        gives ``None`` (or zeros with ``unconnected_gradients="zero"``).
 
         Raises ``TypeError`` if ``target`` or ``source`` is not a single Tensor or the target is
         not floating, ``ValueError`` if a rank is below 2 or the batch sizes differ, and
         ``RuntimeError`` as :meth:`gradient` (a second call on a non-persistent tape).
         """
-        return extensions.batch_jacobian(self, target, source, unconnected_gradients)
+        return extensions.batch_jacobian(self, target, source, unconnected_gradients,
+                                         experimental_use_pfor)
 
     def _start(self, what, unconnected_gradients):
         """Begin a ``gradient``/``jacobian`` call: check the tape can be used, stop a

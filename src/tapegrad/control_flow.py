@@ -644,6 +644,8 @@ def _switch(where, index, branches, operands, names):
     (the branches are checked to be callable by the caller)."""
     if not _compiled([index, *tree_flatten(operands)[0]]):
         return branches[int(index)](*operands)
+    if type(_raw(index)).__name__ == "BatchTracer":  # a different branch per example
+        return _select(where, index, branches, operands, names)
     structures = {}
     fns = [lambda k=k, b=b: _flat_outputs(b, operands, structures, k)
            for k, b in enumerate(branches)]
@@ -655,6 +657,29 @@ def _switch(where, index, branches, operands, names):
                             f"{show(structures[k])}; every branch must return the same "
                             "structure")
     return tree_unflatten(first, outs)
+
+
+def _select(where, index, branches, operands, names):
+    """``branches[index](*operands)`` for an index batched by ``jax.vmap`` (``tg.vmap``): every
+    branch runs and each example takes its own branch's result with ``tg.where`` (an index
+    below 0 takes the first, one past the end the last, as ``lax.switch`` clamps), as JAX's
+    batching of ``lax.switch`` does. Written with tapegrad ops rather than left to JAX, whose
+    batched switch masks the unselected operands with ``stop_gradient``, which JAX cannot
+    transpose when the operands are tapegrad's tangents (reverse mode through ``tg.vmap``).
+    Unlike JAX's, the gradient of an unselected branch is multiplied by zero, not cut: a
+    branch whose derivative is infinite or NaN on the other examples' values gives NaN."""
+    results = [tree_flatten(b(*operands)) for b in branches]
+    first = results[0][1]
+    for (_, structure), name in zip(results[1:], names[1:]):
+        if structure != first:
+            raise TypeError(f"{where}: {names[0]} returns {show(first)} but {name} returns "
+                            f"{show(structure)}; every branch must return the same structure")
+    n = len(branches)
+    out = [_tensor(x) for x in results[-1][0]]
+    for k in range(n - 2, -1, -1):
+        take = (index <= 0) if k == 0 else (index == k)
+        out = [_where(take, _tensor(a), o) for a, o in zip(results[k][0], out)]
+    return tree_unflatten(first, out)
 
 
 def cond(pred, true_fn=None, false_fn=None, name=None):

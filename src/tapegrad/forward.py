@@ -22,13 +22,13 @@ from __future__ import annotations
 import sys
 import warnings
 
-from . import _records, _tape
+from . import _backend, _records, _tape
 from ._records import Dropped
 from ._tape import GradientTape, UnconnectedGradients, _flatten, _unflatten, _zeros_for
 from ._tensor import Tensor, convert_to_tensor
 from ._views import OperationView
 from .errors import GradientShapeError, GradientTypeError, describe_fn
-from .ops import arange, astype, broadcast_to, conj, real, reshape, stack, zeros, zeros_like
+from .ops import astype, broadcast_to, conj, real, reshape, stack, zeros, zeros_like
 from .ops import sum as _sum
 
 __all__ = ["ForwardAccumulator", "jvp", "jacfwd"]
@@ -341,4 +341,5 @@ def jacfwd(f, argnums=0):
 
 
 def _onehot(x, j):
-    return astype(arange(x.size) == j, x.dtype)
+    xp = _backend.namespace(x._value)  # the input's library: a traced x takes JAX's arrays
+    return Tensor(xp.astype(xp.arange(x.size) == j, x._value.dtype))

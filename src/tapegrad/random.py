@@ -10,16 +10,31 @@ Default dtype: the backend's default float (float64 on NumPy).
 Inside ``tg.function`` a generator draws with JAX's counter-based PRNG from a key it keeps in a
 Variable (``Generator.key``), which the compiled function lifts like any other state: every
 call gets fresh numbers, never constants fixed at trace time.
+
+Inside a function batched by ``tg.vmap`` (JAX's engine) every draw, from any generator, comes
+from JAX's PRNG keyed by the call's key (from the global generator), the draw's number and the
+example's index (:class:`BatchDraws`): independent per example (see "Batching" in
+``docs/architecture.md``).
 """
 from __future__ import annotations
 
+import contextlib
 import sys
+import threading
+import weakref
 
 import numpy as np
 
 from ._tensor import Tensor, Variable
 
-_DEFAULT_GLOBAL_SEED = 87654321  # the global seed assumed when only an op seed is given
+_DEFAULT_GLOBAL_SEED = 87654321
+_keys = weakref.WeakValueDictionary()  # id -> a generator's key Variable (tg.vmap's loop
+#                                         may assign them: examples draw one after another)
+
+
+def is_key(v) -> bool:
+    """Whether the Variable ``v`` is a generator's key (its state inside ``tg.function``)."""
+    return _keys.get(v._id) is v  # the global seed assumed when only an op seed is given
 
 
 class Generator:
@@ -35,6 +50,7 @@ class Generator:
         self._rng = rng
         self.key = Variable(rng.integers(0, 2 ** 32, size=2, dtype=np.uint32), trainable=False,
                             name="random_key")
+        _keys[self.key._id] = self.key
 
     def _traced(self):
         """JAX's ``random`` module when this draw is traced by ``tg.function``, else None."""
@@ -64,6 +80,11 @@ class Generator:
         dtype or a negative shape.
         """
         dtype = _float_dtype("normal", dtype)
+        batch = _batch_draws()
+        if batch is not None:
+            jrandom = sys.modules["jax"].random
+            return Tensor(mean + stddev * jrandom.normal(batch.next_key(jrandom),
+                                                         _check_shape(shape), dtype))
         jrandom = self._traced()
         if jrandom is not None:
             return Tensor(mean + stddev * jrandom.normal(self._subkey(jrandom),
@@ -81,17 +102,25 @@ class Generator:
         shape = _check_shape(shape)
         dtype = np.dtype(np.float64 if dtype is None else dtype)
         jrandom = self._traced()
+        batch = _batch_draws()
+        if batch is not None:
+            jrandom = sys.modules["jax"].random
         if dtype.kind in "iu":
             if maxval is None:
                 raise ValueError("uniform: maxval is required for an integer dtype")
             if not minval < maxval:
                 raise ValueError(f"uniform: need minval < maxval, got [{minval}, {maxval})")
+            if batch is not None:
+                return Tensor(jrandom.randint(batch.next_key(jrandom), shape, minval, maxval,
+                                              dtype))
             if jrandom is not None:
                 return Tensor(jrandom.randint(self._subkey(jrandom), shape, minval, maxval,
                                               dtype))
             return Tensor(self._rng.integers(minval, maxval, size=shape, dtype=dtype))
         dtype = _float_dtype("uniform", dtype)
         maxval = 1.0 if maxval is None else maxval
+        if batch is not None:
+            return Tensor(jrandom.uniform(batch.next_key(jrandom), shape, dtype, minval, maxval))
         if jrandom is not None:
             return Tensor(jrandom.uniform(self._subkey(jrandom), shape, dtype, minval, maxval))
         u = self._rng.uniform(minval, maxval, size=shape)
@@ -166,6 +195,76 @@ def uniform(shape, minval=0.0, maxval=None, dtype=None, seed=None) -> Tensor:
     range.
     """
     return _generator(seed).uniform(shape, minval, maxval, dtype)
+
+
+# --- draws inside tg.vmap ------------------------------------------------------------------------
+# Inside a batched function (tg.vmap with JAX) every draw, from any generator, is JAX's PRNG
+# keyed by the call's key, the draw's number in the call and the example's index, so each
+# example gets independent numbers and a run of the function again (for its gradient) gets the
+# same ones. The call's key comes from the global generator (set_seed makes it reproducible):
+# a constant drawn from its NumPy state eagerly, its traced key inside tg.function, or the
+# enclosing call's per-example key in a nested tg.vmap.
+class NeedKey(Exception):
+    """A draw inside ``tg.vmap`` needs a traced key, which the call must take as an input."""
+
+
+class BatchDraws:
+    """The random source of one run of a batched function: ``index`` (the example's index, a
+    JAX value batched by ``jax.vmap``) and ``key`` (a raw uint32[2] key, or a function giving
+    one, called at the first draw)."""
+
+    def __init__(self, index, key):
+        self.index, self._key, self.count = index, key, 0
+
+    def next_key(self, jrandom):
+        """A key of its own for the next draw of this example."""
+        if callable(self._key):
+            self._key = self._key()
+        self.count += 1
+        return jrandom.fold_in(jrandom.fold_in(self._key, self.count), self.index)
+
+
+_batch = threading.local()
+
+
+def _batch_draws():
+    stack = getattr(_batch, "stack", None)
+    return stack[-1] if stack else None
+
+
+@contextlib.contextmanager
+def batch_scope(draws):
+    """Draws in the block come from ``draws`` (a :class:`BatchDraws`), in this thread."""
+    stack = getattr(_batch, "stack", None)
+    if stack is None:
+        stack = _batch.stack = []
+    stack.append(draws)
+    try:
+        yield draws
+    finally:
+        stack.pop()
+
+
+def concrete_key_ok() -> bool:
+    """Whether a ``tg.vmap`` call made here may draw its key as a constant (eagerly: no
+    enclosing batched function, the global generator's key is not traced)."""
+    return _batch_draws() is None and _global._traced() is None
+
+
+def concrete_key():
+    """A key for a ``tg.vmap`` call, drawn from the global generator's NumPy state."""
+    return _global._rng.integers(0, 2 ** 32, size=2, dtype=np.uint32)
+
+
+def vmap_key(jax):
+    """A traced key for a ``tg.vmap`` call: the enclosing batched function's next per-example
+    key, or a split of the global generator's traced key (inside ``tg.function``)."""
+    outer = _batch_draws()
+    if outer is not None:
+        return outer.next_key(jax.random)
+    if _global._traced() is not None:
+        return _global._subkey(jax.random)
+    return concrete_key()
 
 
 __all__ = ["set_seed", "normal", "uniform", "Generator", "get_global_generator"]

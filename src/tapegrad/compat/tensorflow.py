@@ -31,7 +31,8 @@ from tapegrad import (GradientTape, Module, RegisterGradient, Tensor,  # noqa: F
                       maximum, minimum, multiply, name_scope, nn, no_gradient,
                       not_equal, numpy_function, ones_like, optimizers, pow, py_function,
                       recompute_grad, reshape, round, shape, sign, sin, sinh, sqrt, square,
-                      stop_gradient, subtract, tan, tanh, test, tile, where, zeros_like)
+                      stop_gradient, subtract, tan, tanh, test, tile, vectorized_map, where,
+                      zeros_like)
 from tapegrad import bool as bool  # noqa: A004, F401
 
 # --- creation, with TensorFlow's float32 default ---------------------------------------------

@@ -1,0 +1,615 @@
+"""tg.vmap and tg.vectorized_map: values and derivatives equal JAX's (float64, rtol 1e-8) for
+every composition with grad, jvp, jacrev, hessian, GradientTape and ForwardAccumulator in
+either order, eagerly and compiled (tg.function), on JAX's vmap and on the per-example loop
+(forced with ``batching._FORCE_LOOP``); custom gradients, NumPy primitives, Variables,
+tg.random and control flow inside; GradientTape.jacobian(experimental_use_pfor=True); errors.
+
+Without JAX, the tests that need JAX (references, tg.function) skip and the loop tests that
+compare with NumPy references run."""
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from tapegrad import batching
+
+try:
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+except ImportError:  # the loop engine is tested without JAX
+    jax = jnp = None
+
+needs_jax = pytest.mark.skipif(jax is None, reason="needs JAX (the reference, tg.function)")
+# with TAPEGRAD_ARRAY_BACKEND=array_api_strict, eager Jacobians take rows (the vectorized pass
+# needs NumPy's or JAX's arrays)
+VECTORIZES = jax is not None and not tg._backend.default_namespace().__name__.startswith(
+    "array_api_strict")
+RTOL = 1e-8
+
+
+def val(t):
+    return np.asarray(t.numpy() if isinstance(t, tg.Tensor) else t)
+
+
+def close(got, want, rtol=RTOL, atol=1e-12):
+    got_leaves = jax.tree_util.tree_leaves(got) if jax else [got]
+    want_leaves = jax.tree_util.tree_leaves(want) if jax else [want]
+    assert len(got_leaves) == len(want_leaves)
+    for g, w in zip(got_leaves, want_leaves):
+        g, w = val(g), np.asarray(w)
+        assert g.shape == w.shape, (g.shape, w.shape)
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+
+
+@pytest.fixture(params=["jax", "loop"])
+def engine(request, monkeypatch):
+    """JAX's vmap, or the per-example loop that runs without JAX (forced)."""
+    if request.param == "jax" and jax is None:
+        pytest.skip("needs JAX")
+    monkeypatch.setattr(batching, "_FORCE_LOOP", request.param == "loop")
+    return request.param
+
+
+@pytest.fixture(params=["eager", "compiled"])
+def mode(request):
+    if request.param == "compiled" and jax is None:
+        pytest.skip("tg.function needs JAX")
+    return request.param
+
+
+def run(mode, fn, *args):
+    """``fn(*args)`` eagerly, or compiled by tg.function."""
+    return fn(*args) if mode == "eager" else tg.function(fn)(*args)
+
+
+rng = np.random.default_rng(0)
+W = rng.normal(size=(3, 4))
+B0 = rng.normal(size=(3,))
+XS = rng.normal(size=(5, 4))
+YS = rng.normal(size=(5, 3))
+
+
+def loss_tg(params, x, y):
+    h = tg.tanh(params["w"] @ x + params["b"])
+    return tg.sum((h - y) ** 2)
+
+
+def loss_jax(params, x, y):
+    h = jnp.tanh(params["w"] @ x + params["b"])
+    return jnp.sum((h - y) ** 2)
+
+
+PARAMS = {"w": W, "b": B0}
+
+
+def tparams():
+    return {k: tg.constant(v) for k, v in PARAMS.items()}
+
+
+# --- values: in_axes, out_axes, pytrees -------------------------------------------------------
+@needs_jax
+@pytest.mark.parametrize("in_axes,out_axes,args", [
+    (0, 0, (XS, XS)),
+    ((1, None), -1, (XS.T, XS[0])),
+    ((-1, 0), 1, (XS.T, XS)),
+    (({"a": 0, "b": None}, 0), (0, {"u": 1}), ({"a": XS, "b": XS[1]}, XS)),
+    ([0, (None, 0)], 0, (XS, (XS[2], XS))),
+])
+def test_values_equal_jax_vmap(engine, mode, in_axes, out_axes, args):
+    def f_tg(a, b):
+        a1 = a["a"] * a["b"] if isinstance(a, dict) else a
+        b1 = b[0] * b[1] if isinstance(b, tuple) else b
+        return tg.sin(a1) * b1 + 1.0, {"u": tg.stack([a1, tg.cos(b1)])}
+
+    def f_jax(a, b):
+        a1 = a["a"] * a["b"] if isinstance(a, dict) else a
+        b1 = b[0] * b[1] if isinstance(b, tuple) else b
+        return jnp.sin(a1) * b1 + 1.0, {"u": jnp.stack([a1, jnp.cos(b1)])}
+
+    got = run(mode, lambda *a: tg.vmap(f_tg, in_axes, out_axes)(*a), *args)
+    want = jax.vmap(f_jax, in_axes, out_axes)(*args)
+    close(got, want)
+
+
+def test_loop_values_without_jax_reference(monkeypatch):
+    """The loop engine alone (runs without JAX): unbatched arguments, negative axes, pytree
+    outputs, a Python number output, keyword arguments mapped over axis 0."""
+    monkeypatch.setattr(batching, "_FORCE_LOOP", True)
+    out = tg.vmap(lambda x, s, k=None: {"y": x * s + k, "c": 2.0}, in_axes=(-1, None))(
+        XS.T, 3.0, k=XS[:, 0])
+    close(out["y"], XS * 3.0 + XS[:, :1])
+    close(out["c"], np.full(5, 2.0))
+    assert out["c"].dtype == tg.float64
+
+
+def test_axis_size_with_nothing_mapped(engine):
+    out = tg.vmap(lambda c: c * 2.0, in_axes=None, axis_size=3)(tg.constant([1.0, 2.0]))
+    close(out, np.tile([2.0, 4.0], (3, 1)))
+
+
+# --- composition with transforms, both orders --------------------------------------------------
+@needs_jax
+def test_vmap_of_grad_equals_jax(engine, mode):
+    got = run(mode, lambda p, x, y: tg.vmap(tg.grad(loss_tg), in_axes=(None, 0, 0))(p, x, y),
+              tparams(), XS, YS)
+    want = jax.vmap(jax.grad(loss_jax), in_axes=(None, 0, 0))(PARAMS, XS, YS)
+    close(got, want)
+
+
+@needs_jax
+def test_grad_of_sum_of_vmap_equals_jax(engine, mode):
+    def total(p, x, y):
+        return tg.sum(tg.vmap(loss_tg, in_axes=(None, 0, 0))(p, x, y))
+
+    got = run(mode, lambda p, x, y: tg.grad(total)(p, x, y), tparams(), XS, YS)
+    want = jax.grad(lambda p: jnp.sum(jax.vmap(loss_jax, (None, 0, 0))(p, XS, YS)))(PARAMS)
+    close(got, want)
+
+
+@needs_jax
+def test_grad_through_a_closed_over_parameter(engine, mode):
+    """The parameter is closed over, not an argument: the tape sees it through the call."""
+    def total(w):
+        return tg.sum(tg.vmap(lambda x: tg.sum(tg.sin(w @ x)))(XS))
+
+    got = run(mode, tg.grad(total), W)
+    want = jax.grad(lambda w: jnp.sum(jax.vmap(lambda x: jnp.sum(jnp.sin(w @ x)))(XS)))(W)
+    close(got, want)
+
+
+@needs_jax
+def test_jvp_both_orders_equal_jax(engine, mode):
+    def f_tg(x):
+        return tg.sin(x) * tg.sum(x ** 2)
+
+    def f_jax(x):
+        return jnp.sin(x) * jnp.sum(x ** 2)
+
+    t = np.ones_like(XS) * 0.5
+    got1 = run(mode, lambda x, t: tg.jvp(tg.vmap(f_tg), (x,), (t,)), XS, t)
+    got2 = run(mode, lambda x, t: tg.vmap(lambda a, b: tg.jvp(f_tg, (a,), (b,)))(x, t), XS, t)
+    want = jax.jvp(jax.vmap(f_jax), (XS,), (t,))
+    close(got1, want)
+    close(got2, want)
+
+
+@needs_jax
+def test_jacrev_and_hessian_both_orders_equal_jax(engine, mode):
+    def f_tg(x):
+        return tg.tanh(x) * tg.sum(x ** 3)
+
+    def f_jax(x):
+        return jnp.tanh(x) * jnp.sum(x ** 3)
+
+    got = run(mode, lambda x: tg.vmap(tg.jacrev(f_tg))(x), XS)
+    close(got, jax.vmap(jax.jacrev(f_jax))(XS))
+    got = run(mode, lambda x: tg.jacrev(tg.vmap(f_tg))(x), XS[:3])
+    close(got, jax.jacrev(jax.vmap(f_jax))(XS[:3]))
+
+    def s_tg(x):
+        return tg.sum(tg.sin(x) * x[0])
+
+    def s_jax(x):
+        return jnp.sum(jnp.sin(x) * x[0])
+
+    got = run(mode, lambda x: tg.vmap(tg.hessian(s_tg))(x), XS)
+    close(got, jax.vmap(jax.hessian(s_jax))(XS))
+    got = run(mode, lambda x: tg.hessian(lambda z: tg.sum(tg.vmap(s_tg)(z)))(x), XS[:2])
+    close(got, jax.hessian(lambda z: jnp.sum(jax.vmap(s_jax)(z)))(XS[:2]))
+
+
+@needs_jax
+def test_gradient_tape_outside_and_inside(engine, mode):
+    v = tg.Variable(W)
+
+    def outside(x):
+        with tg.GradientTape() as tape:  # watches the Variable read inside the batched fn
+            out = tg.sum(tg.vmap(lambda xi: tg.sum(tg.sin(v @ xi)))(x))
+        return tape.gradient(out, v)
+
+    def inside(x):
+        def per_example(xi):
+            xi = tg.identity(xi)
+            with tg.GradientTape() as tape:
+                tape.watch(xi)
+                y = tg.sum(tg.sin(v @ xi))
+            return tape.gradient(y, xi)
+        return tg.vmap(per_example)(x)
+
+    close(run(mode, outside, XS),
+          jax.grad(lambda w: jnp.sum(jax.vmap(lambda x: jnp.sum(jnp.sin(w @ x)))(XS)))(W))
+    close(run(mode, inside, XS),
+          jax.vmap(jax.grad(lambda x: jnp.sum(jnp.sin(W @ x))))(XS))
+
+
+@needs_jax
+def test_forward_accumulator_outside_and_inside(engine, mode):
+    t = np.full_like(XS, 0.3)
+
+    def outside(x, t):
+        x = tg.identity(tg.constant(x))
+        with tg.ForwardAccumulator(x, tg.constant(t)) as acc:
+            y = tg.vmap(lambda a: tg.exp(a) * a[0])(x)
+        return acc.jvp(y)
+
+    def inside(x, t):
+        def per_example(a, ta):
+            a = tg.identity(a)
+            with tg.ForwardAccumulator(a, ta) as acc:
+                y = tg.exp(a) * a[0]
+            return acc.jvp(y)
+        return tg.vmap(per_example)(x, t)
+
+    want = jax.jvp(jax.vmap(lambda a: jnp.exp(a) * a[0]), (XS,), (t,))[1]
+    close(run(mode, outside, XS, t), want)
+    close(run(mode, inside, XS, t), want)
+
+
+@needs_jax
+def test_nested_vmap_and_second_order_through_it(engine, mode):
+    def f_tg(x, y):
+        return tg.sin(x) * tg.cos(y)
+
+    def f_jax(x, y):
+        return jnp.sin(x) * jnp.cos(y)
+
+    ys = XS[:3, :2]
+    got = run(mode, lambda a, b: tg.vmap(lambda x: tg.vmap(lambda y: f_tg(x, y))(b))(a),
+              XS[:, 0], ys[:, 0])
+    close(got, jax.vmap(lambda x: jax.vmap(lambda y: f_jax(x, y))(ys[:, 0]))(XS[:, 0]))
+    inner = lambda x: tg.sum(tg.vmap(lambda y: f_tg(x, y))(ys[:, 0]))  # noqa: E731
+    got = run(mode, lambda a: tg.vmap(tg.grad(tg.grad(inner)))(a), XS[:, 0])
+    jinner = lambda x: jnp.sum(jax.vmap(lambda y: f_jax(x, y))(ys[:, 0]))  # noqa: E731
+    close(got, jax.vmap(jax.grad(jax.grad(jinner)))(XS[:, 0]))
+
+
+# --- what a body may contain -------------------------------------------------------------------
+@tg.custom_gradient
+def _cube_surrogate(x):
+    """x**3 with the surrogate gradient 10 x: tells which gradient was batched."""
+    return x * x * x, lambda dy: dy * 10.0 * x
+
+
+@tg.primitive("VmapTestNumpySquare")
+def _np_square(x):
+    out = np.square(np.asarray(x))  # a NumPy forward: a host callback under JAX
+    return out if isinstance(x, np.ndarray) else tg._backend.asarray(out, xp=tg._backend.namespace(x))
+
+
+@tg.RegisterGradient("VmapTestNumpySquare")
+def _np_square_grad(op, dy):
+    return dy * 3.0 * op.inputs[0]  # a surrogate, to see that it is the one used
+
+
+def test_custom_gradient_and_numpy_primitive_rules_are_batched(engine, mode):
+    def total(x):
+        return tg.sum(tg.vmap(lambda a: tg.sum(_cube_surrogate(a) + _np_square(a)))(x))
+
+    value = run(mode, total, XS)
+    grads = run(mode, tg.grad(total), XS)
+    per_example = run(mode, lambda x: tg.vmap(tg.grad(
+        lambda a: tg.sum(_cube_surrogate(a) + _np_square(a))))(x), XS)
+    close(value, np.sum(XS ** 3 + XS ** 2))
+    close(grads, 10.0 * XS + 3.0 * XS)
+    close(per_example, 10.0 * XS + 3.0 * XS)
+
+
+def test_variables_are_shared_and_get_gradients(engine, mode):
+    v = tg.Variable(W)
+    c = tg.Variable(2.0, trainable=False)
+
+    def step(x):
+        with tg.GradientTape() as tape:
+            y = tg.vmap(lambda xi: tg.sum(v @ xi) * c)(x)
+            out = tg.sum(y ** 2)
+        return y, tape.gradient(out, v)
+
+    y, g = run(mode, step, XS)
+    y_ref = np.sum(XS @ W.T, axis=1) * 2.0
+    close(y, y_ref)
+    close(g, 2.0 * np.einsum("b,bj->j", 2.0 * y_ref, XS)[None, :] * np.ones((3, 1)))
+
+
+def test_random_draws_are_independent_per_example_and_reproducible(engine):
+    def draw(x):
+        return tg.random.normal((3,)), tg.random.uniform((2,), maxval=10, dtype=tg.int64)
+
+    tg.random.set_seed(1)
+    a, ia = map(val, tg.vmap(draw)(np.zeros(4)))
+    tg.random.set_seed(1)
+    b, ib = map(val, tg.vmap(draw)(np.zeros(4)))
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(ia, ib)
+    assert a.shape == (4, 3) and ia.shape == (4, 2) and ia.dtype == np.int64
+    assert len({tuple(r) for r in a.round(12)}) == 4  # every example its own numbers
+    c = val(tg.vmap(draw)(np.zeros(4))[0])
+    assert not np.allclose(a, c)  # the next call draws new ones
+
+
+@needs_jax
+def test_random_draws_are_the_same_in_the_gradients_run(monkeypatch):
+    monkeypatch.setattr(batching, "_FORCE_LOOP", False)
+    """The function runs again for its gradient (JAX's vjp): it must see the same noise."""
+    x = tg.constant(XS)
+
+    def noisy(xi):
+        return tg.sum(xi * tg.random.normal((4,)))
+
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        y = tg.vmap(noisy)(x)
+        total = tg.sum(y * y)
+    noise = val(y)
+    g = val(tape.gradient(total, x))
+    # d/dx sum_b (x_b . n_b)^2 = 2 (x_b . n_b) n_b; recover n_b from the gradient's direction
+    n = g / (2.0 * noise[:, None])
+    close(np.sum(XS * n, axis=1), noise)
+
+
+@needs_jax
+def test_random_inside_tg_function_differs_between_calls(engine):
+    f = tg.function(lambda x: tg.vmap(lambda a: a + tg.random.uniform((2,)))(x))
+    a, b = val(f(np.zeros((3, 2)))), val(f(np.zeros((3, 2))))
+    assert not np.allclose(a, b)
+    assert len({tuple(r) for r in a.round(12)}) == 3
+
+
+def test_cond_and_scan_on_batched_values(engine, mode):
+    def body(x):
+        y = tg.cond(tg.sum(x) > 0, lambda: x * 2.0, lambda: -x)
+        carry, ys = tg.lax.scan(lambda c, xi: (c * xi + 1.0, c), 1.0, y)
+        return carry + tg.sum(ys) + tg.sum(tg.where(x > 0, x, 0.0))
+
+    def ref(x):
+        y = x * 2.0 if x.sum() > 0 else -x
+        c, acc = 1.0, 0.0
+        for yi in y:
+            acc += c
+            c = c * yi + 1.0
+        return c + acc + np.sum(np.where(x > 0, x, 0.0))
+
+    got = run(mode, lambda x: tg.vmap(body)(x), XS)
+    close(got, np.array([ref(x) for x in XS]))
+    g = run(mode, tg.grad(lambda x: tg.sum(tg.vmap(body)(x))), XS)
+    eps = 1e-6
+    num = np.zeros_like(XS)
+    for idx in np.ndindex(*XS.shape):
+        d = np.zeros_like(XS)
+        d[idx] = eps
+        num[idx] = (sum(ref(x) for x in XS + d) - sum(ref(x) for x in XS - d)) / (2 * eps)
+    close(g, num, rtol=1e-6, atol=1e-6)
+
+
+# --- errors --------------------------------------------------------------------------------------
+def test_error_mismatched_batch_sizes_names_arguments_and_sizes(engine):
+    with pytest.raises(ValueError, match=r"argument 0 \('x'\) axis 0 has size 5; argument 1 "
+                                         r"\('y'\)\['b'\] axis 1 has size 4"):
+        tg.vmap(lambda x, y: x, in_axes=(0, {"b": 1}))(XS, {"b": W})
+
+
+def test_error_in_axes_structure_does_not_match(engine):
+    with pytest.raises(ValueError, match=r"in_axes has 1 entries but the function was called "
+                                         r"with 2 positional arguments"):
+        tg.vmap(lambda x, y: x, in_axes=(0,))(XS, XS)
+    with pytest.raises(ValueError, match=r"gives argument 0 \('x'\) as a dict with keys "
+                                         r"\['a'\] but argument 0 \('x'\) is a tuple of length 2"):
+        tg.vmap(lambda x: x[0], in_axes=({"a": 0},))((XS, XS))
+    with pytest.raises(TypeError, match=r"in_axes must be an int, None, or a tuple, list or "
+                                        r"dict of them; got a str"):
+        tg.vmap(lambda x: x, in_axes="0")
+
+
+def test_error_axis_out_of_range(engine):
+    with pytest.raises(ValueError, match=r"in_axes 2 for argument 0 \('x'\) is out of range: "
+                                         r"it has shape \(5, 4\) \(rank 2\), so the axis must "
+                                         r"be in \[-2, 1\]"):
+        tg.vmap(lambda x: x, in_axes=2)(XS)
+    with pytest.raises(ValueError, match=r"out_axes 3 for the output\[1\] is out of range: the "
+                                         r"batched output has rank 1, so the axis must be in "
+                                         r"\[-1, 0\]"):
+        tg.vmap(lambda x: (x, x[0]), out_axes=(0, 3))(XS)
+    with pytest.raises(ValueError, match=r"out_axes does not match the arguments: .* gives the "
+                                         r"output as a tuple of length 2 but the output is a leaf"):
+        tg.vmap(lambda x: x, out_axes=(0, 1))(XS)
+
+
+def test_error_nothing_mapped_without_axis_size(engine):
+    with pytest.raises(ValueError, match=r"no argument is mapped .* give axis_size"):
+        tg.vmap(lambda x: x, in_axes=None)(XS)
+
+
+@needs_jax
+def test_error_python_control_flow_on_a_batched_value(monkeypatch, mode):
+    monkeypatch.setattr(batching, "_FORCE_LOOP", False)
+
+    def f(x):
+        if tg.sum(x) > 0:  # a Python branch on a batched value
+            return x
+        return -x
+
+    with pytest.raises(batching.BatchedValueError,
+                       match=r"test_vmap.py:\d+ needs the concrete value of a batched tensor.*"
+                             r"tg.cond\(pred, true_fn, false_fn\) or tg.where"):
+        run(mode, lambda x: tg.vmap(f)(x), XS)
+
+
+def test_error_assigning_a_variable(engine):
+    v = tg.Variable(0.0)
+
+    def f(x):
+        v.assign_add(1.0)
+        return x
+
+    with pytest.raises(ValueError, match=r"assigned the Variable .* may read Variables but not "
+                                         r"assign them"):
+        tg.vmap(f)(XS)
+    assert float(v) == 0.0  # put back
+
+
+def test_error_not_callable():
+    with pytest.raises(TypeError, match=r"tg.vmap: expected a function, got a int"):
+        tg.vmap(3)
+
+
+# --- vectorized_map -----------------------------------------------------------------------------
+def test_vectorized_map_values_and_gradient(engine):
+    x = tg.constant(XS)
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        out = tg.vectorized_map(lambda e: {"s": tg.sum(e[0] ** 2), "p": e[1] * 2.0},
+                                (x, tg.constant(YS)))
+        total = tg.sum(out["s"])
+    close(out["s"], np.sum(XS ** 2, axis=1))
+    close(out["p"], YS * 2.0)
+    close(tape.gradient(total, x), 2.0 * XS)
+    from tapegrad.compat import tensorflow as tf
+    close(tf.vectorized_map(lambda e: e * 3.0, XS), XS * 3.0)
+
+
+def test_vectorized_map_falls_back_to_a_loop(monkeypatch):
+    monkeypatch.setattr(batching, "_FORCE_LOOP", False)
+
+    def f(e):
+        return e * 2.0 if float(tg.sum(e)) > 0 else -e  # cannot be vectorized
+
+    want = np.array([r * 2.0 if r.sum() > 0 else -r for r in XS])
+    if jax is None:
+        close(tg.vectorized_map(f, XS), want)
+        return
+    with pytest.warns(UserWarning, match=r"could not vectorize, running once per element"):
+        close(tg.vectorized_map(f, XS), want)
+    with pytest.raises(batching.BatchedValueError, match=r"needs the concrete value"):
+        tg.vectorized_map(f, XS, fallback_to_while_loop=False)
+
+
+def test_vectorized_map_mismatched_sizes(engine):
+    with pytest.raises(ValueError, match=r"\[0\] axis 0 has size 5; .*\[1\] axis 0 has size 3"):
+        tg.vectorized_map(lambda e: e[0], (XS, W))
+
+
+# --- GradientTape.jacobian(experimental_use_pfor=True) ----------------------------------------
+def _mlp(x, w1, w2):
+    return tg.tanh(tg.tanh(x @ w1) @ w2)
+
+
+@pytest.fixture
+def vectorize_small(monkeypatch):
+    """Vectorize the tests' small Jacobians too (eagerly only 32 rows and more are)."""
+    monkeypatch.setattr(batching, "VECTORIZE_MIN_ROWS", 1)
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_jacobian_pfor_equals_rows(persistent, vectorize_small, monkeypatch):
+    x = tg.constant(rng.normal(size=(6,)))
+    w1, w2 = tg.constant(rng.normal(size=(6, 8))), tg.constant(rng.normal(size=(8, 7)))
+    results, passes = [], []
+    backward = tg.GradientTape._backward
+
+    def counted(self, *args):
+        passes[-1] += 1
+        return backward(self, *args)
+
+    monkeypatch.setattr(tg.GradientTape, "_backward", counted)
+    for pfor in (True, False):
+        passes.append(0)
+        with tg.GradientTape(persistent=persistent) as tape:
+            tape.watch([x, w1])
+            y = _mlp(x, w1, w2)
+        results.append(tape.jacobian(y, [x, w1, w2], experimental_use_pfor=pfor))
+    assert passes == [1 if VECTORIZES else 7, 7]  # one batched pass, or 7 rows
+    for a, b in zip(*results):
+        if a is None:
+            assert b is None
+            continue
+        close(a, val(b), rtol=1e-12)
+    assert results[0][2] is None  # unwatched: not connected
+    if jax is not None:
+        close(results[0][0], jax.jacrev(lambda x: jnp.tanh(jnp.tanh(x @ val(w1)) @ val(w2)))(
+            val(x)))
+
+
+def test_batch_jacobian_pfor_equals_rows(vectorize_small):
+    x = tg.constant(rng.normal(size=(4, 6)))
+    w1, w2 = tg.constant(rng.normal(size=(6, 8))), tg.constant(rng.normal(size=(8, 7)))
+    out = []
+    for pfor in (True, False):
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = _mlp(x, w1, w2)
+        out.append(val(tape.batch_jacobian(y, x, experimental_use_pfor=pfor)))
+    assert out[0].shape == (4, 7, 6)
+    close(out[0], out[1], rtol=1e-12)
+
+
+def test_jacobian_pfor_differentiated_again_by_an_outer_tape(vectorize_small):
+    """An outer tape records the Jacobian's computation: rows, so it is differentiable."""
+    x = tg.constant(rng.normal(size=(3,)))
+    with tg.GradientTape() as outer:
+        outer.watch(x)
+        with tg.GradientTape() as inner:
+            inner.watch(x)
+            y = tg.sin(x) * tg.sum(x)
+        j = inner.jacobian(y, x)
+        s = tg.sum(j)
+    g = outer.gradient(s, x)
+    if jax is not None:
+        f = lambda x: jnp.sin(x) * jnp.sum(x)  # noqa: E731
+        close(g, jax.grad(lambda x: jnp.sum(jax.jacrev(f)(x)))(val(x)))
+    assert g is not None
+
+
+@needs_jax
+def test_jacobian_pfor_inside_tg_function():
+    @tg.function
+    def jac(x, w):
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = tg.tanh(x @ w)
+        return tape.jacobian(y, x)
+
+    x, w = rng.normal(size=(9,)), rng.normal(size=(9, 5))  # fewer targets: rows, batched
+    close(jac(x, w), jax.jacrev(lambda x: jnp.tanh(x @ w))(x))
+
+
+def test_without_jax_installed_the_loop_gives_the_same_values_and_gradients(monkeypatch):
+    """JAX made unimportable (as when it is not installed): the loop runs, with the values
+    and gradients of hand derivations."""
+    import sys
+
+    for name in [m for m in sys.modules if m == "jax" or m.startswith("jax.")]:
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, "jax", None)
+    assert batching._jax() is None
+    w = tg.constant(W)
+    with tg.GradientTape() as tape:
+        tape.watch(w)
+        y = tg.vmap(lambda x: tg.sum(tg.sin(w @ x)))(XS)
+        total = tg.sum(y)
+    close(y, np.sum(np.sin(XS @ W.T), axis=1))
+    close(tape.gradient(total, w), np.einsum("bi,bj->ij", np.cos(XS @ W.T), XS))
+    per_example = tg.vmap(tg.grad(lambda x: tg.sum(tg.sin(W @ x))))(XS)
+    close(per_example, np.cos(XS @ W.T) @ W)
+
+
+def test_random_in_nested_vmap_differs_across_both_axes(engine, mode):
+    out = val(run(mode, lambda x: tg.vmap(lambda a: tg.vmap(
+        lambda b: tg.random.normal(()))(a))(x), np.zeros((2, 3))))
+    assert out.shape == (2, 3) and len(set(out.round(12).ravel())) == 6
+
+
+def test_small_eager_jacobians_take_rows(monkeypatch):
+    """Eagerly, fewer than VECTORIZE_MIN_ROWS rows are taken one by one (cheaper)."""
+    passes = []
+    backward = tg.GradientTape._backward
+    monkeypatch.setattr(tg.GradientTape, "_backward",
+                        lambda self, *a: passes.append(1) or backward(self, *a))
+    x = tg.constant(rng.normal(size=(40,)))
+    for n in (5, 40):
+        passes.clear()
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = tg.sin(x[:n]) * 2.0
+        j = tape.jacobian(y, x)
+        close(j, np.concatenate([np.diag(2.0 * np.cos(val(x)[:n])), np.zeros((n, 40 - n))], 1))
+        assert len(passes) == (1 if n == 40 and VECTORIZES else n)
