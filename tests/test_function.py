@@ -1,6 +1,8 @@
 """tg.function: compiled with XLA through JAX, the same values as eager execution."""
 import sys
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -492,6 +494,18 @@ def test_a_tape_records_a_compiled_call_without_copying_its_outputs(host_copies)
     assert tape.operations[0].output_shapes == ((300,),)
     g = tape.gradient(y, x)
     np.testing.assert_allclose(g.numpy(), 2 * np.cos(np.linspace(0.0, 1.0, 300)), rtol=1e-14)
+
+
+def test_differentiating_a_call_with_an_integer_argument_does_not_warn():
+    f = tg.function(lambda x, k: tg.sum(x ** 2) * tg.astype(k, x.dtype), jit_compile=True)
+    x = tg.constant([1.0, 2.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = f(x, tg.constant(3))
+        g = tape.gradient(y, x)
+    np.testing.assert_allclose(g.numpy(), [6.0, 12.0])
 
 
 def test_a_rebound_device_resident_value_is_not_read_stale():

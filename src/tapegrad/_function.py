@@ -687,7 +687,7 @@ def _compiled_vjp(fn, n_inputs, floating):
         xs, dys = tensors[:n_inputs], tensors[n_inputs:]
         sources = [*xs[:n_inputs - len(variables)], *variables]
         with GradientTape() as tape:
-            tape.watch(sources)
+            tape.watch([s for s in sources if _backend.is_floating(s.dtype)])
             ys = fn(*xs)
         targets = [ys[k] for k in floating]
         return tuple(tape.gradient(targets, sources, output_gradients=list(dys),
