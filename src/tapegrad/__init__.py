@@ -34,6 +34,7 @@ from ._function import Function, RetracingWarning, TensorSpec, function
 from .module import Module, name_scope
 from .forward import ForwardAccumulator, jacfwd, jvp
 from .interop import from_jax, to_jax
+from . import distribute  # noqa: E402
 
 try:
     __version__ = _version("tapegrad")

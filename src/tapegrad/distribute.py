@@ -24,7 +24,7 @@ import threading
 import numpy as np
 
 from . import _backend, config
-from ._function import Function, _BoundFunction, _jax
+from ._function import Function, _BoundFunction, _callback_mesh, _jax
 from ._tensor import Tensor, Variable, device_array, live_variables, on_device, set_on_device
 
 __all__ = ["MirroredStrategy", "ReduceOp", "get_strategy", "has_strategy"]
@@ -219,11 +219,15 @@ class MirroredStrategy:
             inner = fn._func
         else:
             inner = fn
-        jax, replicated = self._jax, self._replicated
+        jax, replicated, mesh = self._jax, self._replicated, self.mesh
 
         def step(*args, **kwargs):
             before = {v._id: v._value for v in live_variables()}
-            out = inner(*args, **kwargs)
+            outer, _callback_mesh.mesh = getattr(_callback_mesh, "mesh", None), mesh
+            try:
+                out = inner(*args, **kwargs)
+            finally:
+                _callback_mesh.mesh = outer
             for v in live_variables():
                 value = v._value
                 if before.get(v._id, None) is value:
