@@ -124,7 +124,8 @@ text = s.experimental_compiled_text(step, (x, y))
 found["all_reduces"] = len(re.findall(r"\ball-reduce(?:-start)?\(", text))
 found["other_collectives"] = len(re.findall(
     r"\b(?:all-gather|all-to-all|collective-permute|reduce-scatter)(?:-start)?\(", text))
-found["host_transfers"] = len(re.findall(r"\b(?:send|recv|infeed|outfeed)\(|custom_call_target=\"xla_(?:python|ffi_python)", text))
+HOST = r"\b(?:send|recv|infeed|outfeed)\(|custom_call_target=\"xla_(?:python|ffi_python)"
+found["host_transfers"] = len(re.findall(HOST, text))
 with jax.transfer_guard("disallow"):   # data already on the devices: no transfer at all
     for _ in range(3):
         loss, per_example = s.run(step, args=(x, y))
@@ -158,6 +159,8 @@ seen.clear()
 four = train(4, np.float64, features=True, steps=5)
 found["diff_features"] = diff(one, four)
 found["callback_shapes"] = sorted({str(tuple(sh)) for sh in seen})
+text = four["strategy"].experimental_compiled_text(four["step"], (four["x"], four["y"]))
+found["host_transfers_features"] = len(re.findall(HOST, text))  # the check sees callbacks
 
 # an uneven last batch (8, 8, 6 rows on 4 devices: the last replicated)
 one = train(1, np.float64, steps=3, batch=8, rows_last=6)
@@ -239,6 +242,7 @@ def test_custom_gradient_primitive_control_flow_vmap_in_a_step(found):
     # the NumPy forward ran as a host callback per shard: 2 of the 8 rows on each device
     assert found["callback_shapes"] == ["(2, 3)"]
     assert found["callback_shapes_one"] == ["(8, 3)"]
+    assert found["host_transfers_features"] >= 1
 
 
 def test_uneven_last_batch(found):
@@ -305,3 +309,7 @@ def test_one_device_step_in_process():
         s.run(step, args=(x,))
     np.testing.assert_array_equal(v.numpy(), [4.0, 5.0])
     assert s.num_replicas_in_sync == 1
+    text = s.experimental_compiled_text(step, (x,))
+    assert "HloModule" in text and "all-reduce" not in text  # one device: no collective
+    assert s.reduce("SUM", tg.constant([[1.0, 2.0]]), axis=1).numpy().tolist() == [3.0]
+    assert s.experimental_local_results(v)[0].tolist() == [4.0, 5.0]

@@ -24,7 +24,8 @@ import threading
 import numpy as np
 
 from . import _backend, config
-from ._function import Function, _BoundFunction, _callback_mesh, _jax
+from ._function import (Function, _BoundFunction, _callback_mesh, _input, _jax, _leaf_key,
+                        _variable_input)
 from ._tensor import Tensor, Variable, device_array, live_variables, on_device, set_on_device
 
 __all__ = ["MirroredStrategy", "ReduceOp", "get_strategy", "has_strategy"]
@@ -290,16 +291,12 @@ class MirroredStrategy:
         was compiled yet."""
         jax = self._jax
         step = self._steps.get(fn)
-        leaves, _ = jax.tree_util.tree_flatten((tuple(args), kwargs or {}))
-        for program in ([] if step is None else step._programs.values()):
-            dyn = [leaves[k] for k in program.dynamic] if len(program.dynamic) <= len(leaves) \
-                else None
-            if dyn is None or [tuple(x.shape) for x in dyn] != [
-                    tuple(leaves[k].shape) for k in program.dynamic]:
-                continue
-            from ._function import _input, _variable_input
+        leaves, treedef = jax.tree_util.tree_flatten((tuple(args), kwargs or {}))
+        program = None if step is None else step._programs.get(
+            (treedef, tuple(_leaf_key(x, step.__name__) for x in leaves)))
+        if program is not None:
             values = [_variable_input(v, jax) for v in program.variables]
-            values += [_input(x) for x in dyn]
+            values += [_input(leaves[k]) for k in program.dynamic]
             with config.x64_scope(jax):
                 return program.compiled.lower(*values).compile().as_text()
         raise ValueError(f"{self!r}.experimental_compiled_text: no program of {fn!r} for these "
