@@ -313,3 +313,9 @@ def test_one_device_step_in_process():
     assert "HloModule" in text and "all-reduce" not in text  # one device: no collective
     assert s.reduce("SUM", tg.constant([[1.0, 2.0]]), axis=1).numpy().tolist() == [3.0]
     assert s.experimental_local_results(v)[0].tolist() == [4.0, 5.0]
+
+
+def test_without_jax_the_strategy_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "jax", None)  # as if JAX were not installed
+    with pytest.raises(ImportError, match=r'pip install "tapegrad\[jit\]"'):
+        tg.distribute.MirroredStrategy()
