@@ -16,7 +16,8 @@ arrays), the batch split along its first axis across the devices.
 
 Both sides are checked to compute the same losses over 5 steps (from the same initial values)
 before timing. Each timed block runs ``--steps`` steps with one wait at its end (the peer:
-``jax.block_until_ready``; tapegrad: ``.numpy()`` of the last loss); the sides alternate,
+``jax.block_until_ready`` of the last loss; tapegrad: ``jax.block_until_ready`` of the
+Variables' and the last loss's device arrays, then ``.numpy()`` of the loss); the sides alternate,
 ``--repeat`` blocks each; the table gives the per-step median and range and the ratio of the
 medians. On a machine with fewer cores than devices no speed-up is expected: the point is
 tapegrad's overhead against the peer on the same partitioned program. Nothing is asserted.
@@ -35,6 +36,7 @@ import numpy as np  # noqa: E402
 
 import tapegrad as tg  # noqa: E402
 from tapegrad._function import _jax  # noqa: E402
+from tapegrad._tensor import device_array  # noqa: E402
 
 jax = _jax()
 jnp = jax.numpy
@@ -72,7 +74,13 @@ def tapegrad_side(devices, params, x, y):
         return loss
 
     xb, yb = strategy.experimental_distribute_values((x, y))
-    return lambda: strategy.run(step, args=(xb, yb)), lambda loss: float(loss.numpy())
+
+    def wait(loss):  # every device's part of the last step (a replicated value's host copy
+        # reads one device's): the next program on these devices then starts on all of them
+        jax.block_until_ready([device_array(v) for v in (*variables, loss)])
+        return float(loss.numpy())
+
+    return lambda: strategy.run(step, args=(xb, yb)), wait
 
 
 def peer_side(devices, params, x, y):
@@ -98,7 +106,8 @@ def peer_side(devices, params, x, y):
         return ps, ms, vs, t, loss
 
     jitted = jax.jit(step, in_shardings=(repl, repl, repl, repl, split, split),
-                     out_shardings=(repl, repl, repl, repl, repl), donate_argnums=(0, 1, 2, 3))
+                     out_shardings=(repl, repl, repl, repl, repl),
+                     donate_argnums=(0, 1, 2, 3))
     state = [jax.device_put([jnp.asarray(p) for p in params], repl),
              jax.device_put([jnp.zeros_like(p) for p in params], repl),
              jax.device_put([jnp.zeros_like(p) for p in params], repl),
