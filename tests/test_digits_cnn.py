@@ -39,3 +39,26 @@ def test_one_epoch_is_a_usage_error(capsys):
         digits_cnn.main(["--epochs", "1"])
     assert info.value.code == 2
     assert "--epochs must be at least 2" in capsys.readouterr().err
+
+
+def test_data_parallel_on_four_cpu_devices():
+    """--devices 4 in a fresh interpreter (XLA makes the 4 CPU devices when JAX starts)."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("jax")
+    env = {k: v for k, v in os.environ.items() if k not in ("TAPEGRAD_ARRAY_BACKEND", "XLA_FLAGS")}
+    proc = subprocess.run([sys.executable, "-m", "tapegrad.examples.digits_cnn", "--epochs", "2",
+                           "--devices", "4"], capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "on 4 device(s)" in proc.stdout and "(step 45)" in proc.stdout
+    accuracy = float(proc.stdout.split("test accuracy:")[1].split()[0])
+    assert accuracy >= 0.9, proc.stdout
+
+
+def test_zero_devices_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as info:
+        digits_cnn.main(["--devices", "0"])
+    assert info.value.code == 2
+    assert "--devices must be at least 1" in capsys.readouterr().err

@@ -37,6 +37,7 @@ from .forward import ForwardAccumulator, jacfwd, jvp
 from .interop import from_jax, to_jax
 from .batching import vectorized_map, vmap
 from . import saved_model  # noqa: E402
+from . import distribute  # noqa: E402
 
 try:
     __version__ = _version("tapegrad")

@@ -734,7 +734,11 @@ class _HostCallback:
                     "tg.function(jit_compile=False), or give the op a fixed output shape")
             return out
 
-        zeros = [np.zeros(values[k].shape, _backend.np_dtype(values[k].dtype)) for k in traced]
+        mesh = getattr(_callback_mesh, "mesh", None)  # inside a tg.distribute step
+        specs = shapes = [values[k].shape for k in traced]
+        if mesh is not None:  # per shard: inputs split along a first axis the devices divide
+            specs, shapes = _shard_specs(jax, mesh, [values[k] for k in traced])
+        zeros = [np.zeros(s, _backend.np_dtype(values[k].dtype)) for k, s in zip(traced, shapes)]
         with np.errstate(all="ignore"):
             try:
                 sample = forward(*zeros)
@@ -754,8 +758,72 @@ class _HostCallback:
                 "compiled function cannot have. Use tg.function(jit_compile=False), or give the "
                 "op a fixed output shape")
         spec = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), sample)
-        return jax.pure_callback(checked, spec, *[values[k] for k in traced],
-                                 vmap_method="sequential")
+        if mesh is None:
+            return jax.pure_callback(checked, spec, *[values[k] for k in traced],
+                                     vmap_method="sequential")
+        return _per_shard(jax, mesh, opdef, checked, spec, specs)(*[values[k] for k in traced])
+
+
+# Set by tg.distribute while it traces a step: its mesh (one axis). A NumPy forward then runs
+# per shard (jax.shard_map around the callback: each device calls back with its own rows);
+# a callback of the whole batch would be placed on one device by XLA's partitioner.
+_callback_mesh = threading.local()
+
+
+def _shard_specs(jax, mesh, values):
+    """The ``PartitionSpec`` of each traced input of a per-shard callback (split along the
+    first axis where the mesh's size divides it, else whole on every device), and the shape
+    each device sees."""
+    P, n, axis = jax.sharding.PartitionSpec, mesh.size, mesh.axis_names[0]
+    split = [v.ndim > 0 and v.shape[0] % n == 0 for v in values]
+    return ([P(axis) if s else P() for s in split],
+            [(v.shape[0] // n, *v.shape[1:]) if s else v.shape for v, s in zip(values, split)])
+
+
+def _per_shard(jax, mesh, opdef, checked, spec, in_specs):
+    """The callback as a ``jax.shard_map`` over ``mesh``: outputs split along their first axis
+    when an input is (the rows of each shard), else whole."""
+    P, axis = jax.sharding.PartitionSpec, mesh.axis_names[0]
+    split = any(s != P() for s in in_specs)
+    outs = jax.tree_util.tree_leaves(spec)
+    if split and any(o.ndim == 0 for o in outs):
+        raise TypeError(
+            f"host callback: op type {opdef.type!r} runs per shard inside a tg.distribute step "
+            "(each device calls its NumPy forward with its rows of the batch), but it returns a "
+            "0-d value, which cannot be put together from the shards. Return one value per "
+            "row, or write the forward against the Array API namespace of its inputs")
+    out_specs = jax.tree_util.tree_map(lambda o: P(axis) if split else P(), spec)
+    # The callback runs in the devices' threads, where JAX's 64-bit mode (thread-local) is
+    # off: JAX would cast float64 arguments and results to float32 there. 64-bit values
+    # therefore cross as uint32 pairs (bitcasts, exact) and are viewed back on each side.
+    wide = [np.dtype(o.dtype).itemsize == 8 and np.dtype(o.dtype).kind in "fiu" for o in outs]
+    out_tree = jax.tree_util.tree_structure(spec)
+    narrow = [jax.ShapeDtypeStruct((*o.shape, 2), np.uint32) if w else o
+              for o, w in zip(outs, wide)]
+
+    def host(*arrays):  # NumPy, in a device's thread
+        args = [np.ascontiguousarray(a).view(dt)[..., 0] if dt is not None else a
+                for a, dt in zip(arrays, dtypes)]
+        got = jax.tree_util.tree_leaves(checked(*args))
+        return tuple(np.ascontiguousarray(g).reshape(*g.shape, 1).view(np.uint32) if w else g
+                     for g, w in zip(got, wide))
+
+    def shard(*a):
+        a = [jax.lax.bitcast_convert_type(x, jax.numpy.uint32) if dt is not None else x
+             for x, dt in zip(a, dtypes)]
+        got = jax.pure_callback(host, tuple(narrow), *a, vmap_method="sequential")
+        got = [jax.lax.bitcast_convert_type(g, o.dtype) if w else g
+               for g, o, w in zip(got, outs, wide)]
+        return jax.tree_util.tree_unflatten(out_tree, got)
+
+    def run(*values):
+        dtypes[:] = [np.dtype(v.dtype) if np.dtype(v.dtype).itemsize == 8 and
+                     np.dtype(v.dtype).kind in "fiu" else None for v in values]
+        return jax.shard_map(shard, mesh=mesh, in_specs=tuple(in_specs), out_specs=out_specs,
+                             check_vma=False)(*values)
+
+    dtypes = []
+    return run
 
 
 _structural.extend(host_callback=_HostCallback())

@@ -1,6 +1,7 @@
 """A small convolutional network on scikit-learn's digits, with a checkpoint restored midway.
 
-Run ``python -m tapegrad.examples.digits_cnn [--epochs N] [--seed S] [--checkpoint-dir DIR]``.
+Run ``python -m tapegrad.examples.digits_cnn [--epochs N] [--seed S] [--checkpoint-dir DIR]
+[--devices N]``.
 
 What a model builder needs, end to end (TensorFlow 2's names throughout):
 
@@ -13,7 +14,13 @@ What a model builder needs, end to end (TensorFlow 2's names throughout):
 - halfway through, the model and the optimizer are saved with ``tg.train.Checkpoint`` and a
   ``tg.train.CheckpointManager``; training continues from a *fresh* model and optimizer
   restored from that checkpoint, so the second half runs on restored state;
-- the held-out accuracy is printed as ``test accuracy: 0.xxx``.
+- the held-out accuracy is printed as ``test accuracy: 0.xxx``;
+- ``--devices N`` trains data-parallel with ``tg.distribute.MirroredStrategy`` on N devices
+  (needs JAX): the Variables are created in ``strategy.scope()``, each batch is split along
+  its first axis by ``strategy.experimental_distribute_dataset`` and the step is one
+  ``tg.function`` program that XLA partitions, summing the gradients across devices. On the
+  CPU, N devices are made with ``XLA_FLAGS=--xla_force_host_platform_device_count=N``, which
+  ``main`` sets when JAX has not started yet. Without ``--devices`` the steps run eagerly.
 
 Data: ``sklearn.datasets.load_digits`` as 8x8x1 images (the split of
 :mod:`tapegrad.examples.digits`). Needs the ``examples`` extra.
@@ -21,6 +28,9 @@ Data: ``sklearn.datasets.load_digits`` as 8x8x1 images (the split of
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import sys
 import tempfile
 import time
 
@@ -93,6 +103,56 @@ def train_epochs(model, opt, x, y, epochs, batch_size, rng):
     return losses
 
 
+def train_epochs_distributed(strategy, model, opt, x, y, epochs, batch_size, rng):
+    """:func:`train_epochs` data-parallel: each global batch of ``batch_size`` images is split
+    across ``strategy``'s devices (an uneven last batch runs whole on each) and the step is one
+    compiled program; returns the step losses (floats, read once per epoch)."""
+    params = model.trainable_variables
+    step = _steps.get((id(model), id(opt)))
+    if step is None:
+        @tg.function
+        def step(xb, yb):
+            with tg.GradientTape() as tape:
+                logits = model(xb, training=True)
+                loss = tg.mean(tg.nn.sparse_softmax_cross_entropy_with_logits(
+                    labels=yb, logits=logits))
+            opt.apply_gradients(zip(tape.gradient(loss, params), params))
+            return loss
+        _steps[(id(model), id(opt))] = step
+    losses = []
+    for _ in range(epochs):
+        order = rng.permutation(len(x))
+        batches = [(x[order[s:s + batch_size]], y[order[s:s + batch_size]])
+                   for s in range(0, len(x), batch_size)]
+        epoch = [strategy.run(step, args=batch)
+                 for batch in strategy.experimental_distribute_dataset(batches)]
+        losses += [float(strategy.reduce("MEAN", loss, axis=None)) for loss in epoch]
+    return losses
+
+
+_steps = {}  # (model, optimizer) -> their compiled step
+
+
+def _strategy(devices):
+    """A ``MirroredStrategy`` on the first ``devices`` devices; on the CPU, asks XLA for that
+    many when JAX has not started yet. Raises ``SystemExit`` (a usage error) when JAX is
+    missing or has fewer devices."""
+    if "jax" not in sys.modules:
+        flags = os.environ.get("XLA_FLAGS", "")
+        if "xla_force_host_platform_device_count" not in flags:
+            os.environ["XLA_FLAGS"] = (
+                f"{flags} --xla_force_host_platform_device_count={devices}").strip()
+    try:
+        import jax
+    except ImportError:
+        raise SystemExit("--devices needs JAX: pip install \"tapegrad[jit]\"") from None
+    if len(jax.devices()) < devices:
+        raise SystemExit(f"--devices {devices}: JAX sees {len(jax.devices())} device(s); on the "
+                         f"CPU start Python with XLA_FLAGS=--xla_force_host_platform_device_count="
+                         f"{devices} (JAX had started before this option was read)")
+    return tg.distribute.MirroredStrategy(devices=list(range(devices)))
+
+
 def evaluate(model, x, y) -> float:
     """Accuracy in [0, 1] of ``model`` on images ``x`` (n, 8, 8, 1) with labels ``y``."""
     logits = model(tg.constant(x)).numpy()
@@ -108,9 +168,22 @@ def main(argv=None) -> dict:
     parser.add_argument("--checkpoint-dir", default=None,
                         help="where the midway checkpoint is written (default: a temporary "
                              "directory, removed at the end)")
+    parser.add_argument("--devices", type=int, default=None,
+                        help="train data-parallel on this many devices (tg.distribute; needs "
+                             "JAX; default: eager steps on one device)")
     args = parser.parse_args(argv)
     if args.epochs < 2:
         parser.error("--epochs must be at least 2 (the checkpoint is taken halfway)")
+    if args.devices is not None and args.devices < 1:
+        parser.error("--devices must be at least 1")
+    strategy = None if args.devices is None else _strategy(args.devices)
+    scope = strategy.scope if strategy is not None else contextlib.nullcontext
+
+    def train(model, opt, epochs):
+        if strategy is None:
+            return train_epochs(model, opt, x_train, y_train, epochs, batch_size, rng)
+        return train_epochs_distributed(strategy, model, opt, x_train, y_train, epochs,
+                                        batch_size, rng)
 
     tg.random.set_seed(args.seed)  # the dropout masks
     x_train, y_train, x_test, y_test = load_data(args.seed)
@@ -123,23 +196,25 @@ def main(argv=None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         directory = args.checkpoint_dir or tmp
         t0 = time.perf_counter()
-        model, opt = DigitsCNN(args.seed), make_optimizer(total)
-        losses = train_epochs(model, opt, x_train, y_train, first, batch_size, rng)
+        with scope():
+            model, opt = DigitsCNN(args.seed), make_optimizer(total)
+        losses = train(model, opt, first)
         manager = tg.train.CheckpointManager(tg.train.Checkpoint(model=model, optimizer=opt),
                                              directory, max_to_keep=2)
         path = manager.save()
         print(f"epoch {first}: accuracy {evaluate(model, x_test, y_test):.3f}, "
               f"checkpoint saved to {path}")
 
-        model, opt = DigitsCNN(args.seed + 1), make_optimizer(total)  # fresh state...
+        with scope():
+            model, opt = DigitsCNN(args.seed + 1), make_optimizer(total)  # fresh state...
         tg.train.Checkpoint(model=model, optimizer=opt).restore(manager.latest_checkpoint)
         print(f"restored a fresh model and optimizer from {manager.latest_checkpoint} "
               f"(step {int(opt.iterations.numpy())})")
-        losses += train_epochs(model, opt, x_train, y_train, args.epochs - first, batch_size,
-                               rng)
+        losses += train(model, opt, args.epochs - first)
         seconds = time.perf_counter() - t0
     accuracy = evaluate(model, x_test, y_test)
-    print(f"trained {args.epochs} epochs on {len(x_train)} images in {seconds:.1f} s")
+    where = "" if strategy is None else f" on {strategy.num_replicas_in_sync} device(s)"
+    print(f"trained {args.epochs} epochs on {len(x_train)} images{where} in {seconds:.1f} s")
     print(f"test accuracy: {accuracy:.3f}")
     return {"accuracy": accuracy, "losses": losses, "checkpoint": path, "seconds": seconds}
 

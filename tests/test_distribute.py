@@ -1,0 +1,321 @@
+"""tg.distribute.MirroredStrategy: data-parallel compiled steps on JAX's sharding.
+
+The multi-device checks run in a fresh interpreter started with
+``XLA_FLAGS=--xla_force_host_platform_device_count=4`` (JAX reads the flag when it starts), once
+per module: the script trains the same model on 4 devices and on 1, checks the features inside
+a distributed step and prints its findings as JSON, which the tests below assert. The error
+messages are checked in this process (one device suffices). Without JAX every test skips.
+"""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+jax = pytest.importorskip("jax")
+_REPLICATED = str(jax.sharding.PartitionSpec())
+_SPLIT = str(jax.sharding.PartitionSpec("batch"))
+
+_SCRIPT = r'''
+import json, re, tempfile
+import numpy as np
+import jax
+import tapegrad as tg
+from tapegrad.distribute import MirroredStrategy
+from tapegrad._tensor import device_array
+
+assert len(jax.devices()) == 4, jax.devices()
+found = {}
+
+
+@tg.custom_gradient
+def scaled_tanh(x):
+    y = tg.tanh(x)
+    def grad(dy):
+        return dy * (1.0 - y * y)
+    return y, grad
+
+
+@tg.primitive("DistThresholdRelu")          # a NumPy forward: a host callback when compiled
+def threshold_relu(x, threshold):
+    if isinstance(x, np.ndarray):  # not the first try on a tracer, which fails
+        seen.append(np.shape(x))
+    return np.where(x > threshold, x, 0.0).astype(x.dtype)
+
+
+@tg.RegisterGradient("DistThresholdRelu")
+def _threshold_relu_grad(op, dy):
+    x, threshold = op.inputs
+    return tg.where(x > threshold, dy, tg.zeros_like(dy)), None
+
+
+seen = []
+found["vmap"] = hasattr(tg, "vmap")  # not on this branch yet: tg.map_fn (a compiled scan)
+
+
+def batched(f, h):
+    return tg.vmap(f)(h) if hasattr(tg, "vmap") else tg.map_fn(f, h)
+
+
+def make(strategy, dtype, features):
+    rng = np.random.default_rng(0)
+    with strategy.scope():
+        w = tg.Variable(rng.normal(size=(5, 3)), dtype=dtype, name="w")
+        b = tg.Variable(np.zeros(3), dtype=dtype, name="b")
+        opt = tg.optimizers.Adam(0.01)
+
+    @tg.function
+    def step(x, y):
+        with tg.GradientTape() as tape:
+            h = x @ w + b
+            if features:
+                h = scaled_tanh(h)                                   # custom gradient
+                h = threshold_relu(h, -0.5)                          # host callback
+                c = tg.cond(tg.sum(h) > 0, lambda h=h: h * 1.5, lambda h=h: h)  # control flow
+                m = batched(lambda r: r * tg.sum(r), c)              # tg.vmap or map_fn
+                _, h = tg.lax.scan(lambda a, r: (a + r, r * 0.5 + a), tg.zeros_like(m[0]), m)
+            per_example = tg.sum((h - y) ** 2, axis=1)
+            loss = tg.mean(per_example)
+        g = tape.gradient(loss, [w, b])
+        opt.apply_gradients(zip(g, [w, b]))
+        return loss, per_example
+    return w, b, opt, step
+
+
+def data(dtype, steps, batch, rows_last=None):
+    rng = np.random.default_rng(1)
+    out = [(rng.normal(size=(batch, 5)).astype(dtype), rng.normal(size=(batch, 3)).astype(dtype))
+           for _ in range(steps)]
+    if rows_last is not None:
+        out[-1] = tuple(a[:rows_last] for a in out[-1])
+    return out
+
+
+def train(devices, dtype, features=False, steps=20, batch=8, rows_last=None):
+    strategy = MirroredStrategy(devices=list(range(devices)))
+    w, b, opt, step = make(strategy, dtype, features)
+    losses = []
+    for x, y in strategy.experimental_distribute_dataset(data(dtype, steps, batch, rows_last)):
+        loss, per_example = strategy.run(step, args=(x, y))
+        losses.append(float(strategy.reduce("SUM", loss, axis=None)))
+    return dict(w=w, b=b, opt=opt, step=step, strategy=strategy, x=x, y=y, losses=losses,
+                per_example=per_example)
+
+
+def diff(a, b):
+    return max(float(np.max(np.abs(a["w"].numpy() - b["w"].numpy()))),
+               float(np.max(np.abs(a["b"].numpy() - b["b"].numpy()))),
+               float(np.max(np.abs(np.subtract(a["losses"], b["losses"])))))
+
+
+for name, dtype in (("float64", np.float64), ("float32", np.float32)):
+    one, four = train(1, dtype), train(4, dtype)
+    found[f"diff_{name}"] = diff(one, four)
+    found[f"moved_{name}"] = float(np.max(np.abs(four["w"].numpy() - np.random.default_rng(0).normal(size=(5, 3)))))
+
+# the compiled step: its collectives and host transfers
+s, step, x, y = four["strategy"], four["step"], four["x"], four["y"]
+text = s.experimental_compiled_text(step, (x, y))
+found["all_reduces"] = len(re.findall(r"\ball-reduce(?:-start)?\(", text))
+found["other_collectives"] = len(re.findall(
+    r"\b(?:all-gather|all-to-all|collective-permute|reduce-scatter)(?:-start)?\(", text))
+HOST = r"\b(?:send|recv|infeed|outfeed)\(|custom_call_target=\"xla_(?:python|ffi_python)"
+found["host_transfers"] = len(re.findall(HOST, text))
+with jax.transfer_guard("disallow"):   # data already on the devices: no transfer at all
+    for _ in range(3):
+        loss, per_example = s.run(step, args=(x, y))
+    jax.block_until_ready(device_array(loss))
+
+# replicated Variables, identical on every device; sharded inputs
+w, opt = four["w"], four["opt"]
+found["w_spec"] = str(device_array(w).sharding.spec)
+found["x_spec"] = str(device_array(x).sharding.spec)
+slots = [v for d in opt._slots.values() for v in d.values()]
+found["slot_specs"] = sorted({str(device_array(v).sharding.spec) for v in slots})
+parts = s.experimental_local_results(w)
+found["replicas_identical"] = all(np.array_equal(parts[0], p) for p in parts)
+found["n_parts"] = len(parts)
+found["num_replicas"] = s.num_replicas_in_sync
+found["x_local_rows"] = [int(p.shape[0]) for p in s.experimental_local_results(x)]
+
+# reduce: a step's result is global; per-example values reduced along the batch axis
+pe = four["per_example"]
+found["reduce_sum_axis0"] = float(s.reduce("SUM", pe, axis=0).numpy())
+found["reduce_mean_axis0"] = float(s.reduce(tg.distribute.ReduceOp.MEAN, pe, axis=0).numpy())
+found["per_example_sum"] = float(np.sum(pe.numpy()))
+found["loss_now"] = float(s.reduce("MEAN", loss))
+found["loss_mean_check"] = float(np.mean(per_example.numpy()))
+
+# features inside a step: 4 devices against 1
+seen.clear()
+one = train(1, np.float64, features=True, steps=5)
+found["callback_shapes_one"] = sorted({str(tuple(sh)) for sh in seen})
+seen.clear()
+four = train(4, np.float64, features=True, steps=5)
+found["diff_features"] = diff(one, four)
+found["callback_shapes"] = sorted({str(tuple(sh)) for sh in seen})
+text = four["strategy"].experimental_compiled_text(four["step"], (four["x"], four["y"]))
+found["host_transfers_features"] = len(re.findall(HOST, text))  # the check sees callbacks
+
+# an uneven last batch (8, 8, 6 rows on 4 devices: the last replicated)
+one = train(1, np.float64, steps=3, batch=8, rows_last=6)
+four = train(4, np.float64, steps=3, batch=8, rows_last=6)
+found["diff_uneven"] = diff(one, four)
+found["uneven_spec"] = str(device_array(four["x"]).sharding.spec)
+
+# checkpoints: distributed -> one device -> distributed
+with tempfile.TemporaryDirectory() as tmp:
+    four = train(4, np.float64, steps=3)
+    path = tg.train.Checkpoint(w=four["w"], b=four["b"], opt=four["opt"]).save(tmp + "/dist")
+    single = train(1, np.float64, steps=1)
+    tg.train.Checkpoint(w=single["w"], b=single["b"], opt=single["opt"]).restore(path)
+    found["restored_into_one"] = bool(np.array_equal(single["w"].numpy(), four["w"].numpy())
+                                      and int(single["opt"].iterations.numpy()) == 3)
+    single["w"].assign(single["w"] * 2.0)
+    path = tg.train.Checkpoint(w=single["w"], b=single["b"], opt=single["opt"]).save(tmp + "/one")
+    back = train(4, np.float64, steps=1)
+    tg.train.Checkpoint(w=back["w"], b=back["b"], opt=back["opt"]).restore(path)
+    found["restored_into_four"] = bool(np.array_equal(back["w"].numpy(), single["w"].numpy()))
+    # training goes on from the restored state, replicated again by the next step
+    s = back["strategy"]
+    for x, y in s.experimental_distribute_dataset(data(np.float64, 1, 8)):
+        s.run(back["step"], args=(x, y))
+    found["after_restore_spec"] = str(device_array(back["w"]).sharding.spec)
+    found["after_restore_identical"] = all(
+        np.array_equal(p, s.experimental_local_results(back["w"])[0])
+        for p in s.experimental_local_results(back["w"]))
+
+print("RESULT " + json.dumps(found))
+import sys; print(found, file=sys.stderr)
+'''
+
+
+@pytest.fixture(scope="module")
+def found():
+    env = {k: v for k, v in os.environ.items() if k != "TAPEGRAD_ARRAY_BACKEND"}
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4")
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(_SCRIPT)], capture_output=True,
+                          text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):])
+
+
+def test_four_devices_give_one_devices_variables_float64(found):
+    assert found["moved_float64"] > 1e-2  # training changed the weights
+    assert found["diff_float64"] < 1e-10
+
+
+def test_four_devices_give_one_devices_variables_float32(found):
+    assert found["moved_float32"] > 1e-2
+    assert found["diff_float32"] < 1e-5
+
+
+def test_the_step_holds_one_all_reduce_and_no_host_transfer(found):
+    assert found["all_reduces"] == 1
+    assert found["other_collectives"] == 0
+    assert found["host_transfers"] == 0
+
+
+def test_variables_and_slots_replicated_inputs_sharded(found):
+    assert found["num_replicas"] == 4 and found["n_parts"] == 4
+    assert found["w_spec"] == _REPLICATED
+    assert found["slot_specs"] == [_REPLICATED]
+    assert found["x_spec"] == _SPLIT
+    assert found["x_local_rows"] == [2, 2, 2, 2]
+    assert found["replicas_identical"]
+
+
+def test_reduce(found):
+    assert found["reduce_sum_axis0"] == pytest.approx(found["per_example_sum"], rel=1e-12)
+    assert found["reduce_mean_axis0"] == pytest.approx(found["per_example_sum"] / 8, rel=1e-12)
+    assert found["loss_now"] == pytest.approx(found["loss_mean_check"], rel=1e-12)
+
+
+def test_custom_gradient_primitive_control_flow_vmap_in_a_step(found):
+    assert found["diff_features"] < 1e-10
+    # the NumPy forward ran as a host callback per shard: 2 of the 8 rows on each device
+    assert found["callback_shapes"] == ["(2, 3)"]
+    assert found["callback_shapes_one"] == ["(8, 3)"]
+    assert found["host_transfers_features"] >= 1
+
+
+def test_uneven_last_batch(found):
+    assert found["uneven_spec"] == _REPLICATED  # 6 rows on 4 devices: replicated
+    assert found["diff_uneven"] < 1e-10
+
+
+def test_checkpoints_across_device_counts(found):
+    assert found["restored_into_one"]
+    assert found["restored_into_four"]
+    assert found["after_restore_spec"] == _REPLICATED
+    assert found["after_restore_identical"]
+
+
+# --- errors, in this process ------------------------------------------------------------------
+def test_bad_devices():
+    with pytest.raises(ValueError, match=r"index 99 \(entry 0\) is out of range.*"
+                                         r"xla_force_host_platform_device_count"):
+        tg.distribute.MirroredStrategy(devices=[99])
+    with pytest.raises(ValueError, match="the device list is empty"):
+        tg.distribute.MirroredStrategy(devices=[])
+    with pytest.raises(ValueError, match="a device is listed twice"):
+        tg.distribute.MirroredStrategy(devices=[0, 0])
+    with pytest.raises(TypeError, match="entry 0 is a str; pass jax.Device objects or ints"):
+        tg.distribute.MirroredStrategy(devices=["gpu:0"])
+    with pytest.raises(TypeError, match="expected None or a sequence"):
+        tg.distribute.MirroredStrategy(devices="gpu:0")
+
+
+def test_bad_run_reduce_and_batches():
+    s = tg.distribute.MirroredStrategy()
+    with pytest.raises(TypeError, match=r"run: fn must be callable"):
+        s.run(3)
+    with pytest.raises(TypeError, match=r"args must be a tuple or list.*args=\(x,\)"):
+        s.run(lambda x: x, args=np.ones(2))
+    with pytest.raises(ValueError, match="reduce_op must be 'SUM', 'MEAN'"):
+        s.reduce("MAX", tg.constant([1.0]))
+    with pytest.raises(ValueError, match=r"axis 2 is out of range for a value of shape \(3,\)"):
+        s.reduce("SUM", tg.constant([1.0, 2.0, 3.0]), axis=2)
+    with pytest.raises(ValueError, match=r"\['label'\] is a 0-d value.*first \(batch\) axis"):
+        s.experimental_distribute_values({"image": np.ones((2, 3)), "label": np.float64(1.0)})
+    with pytest.raises(TypeError, match="expected an iterable of batches, got int"):
+        s.experimental_distribute_dataset(5)
+    with pytest.raises(ValueError, match=r"no program of .* call strategy.run\(fn, args\) first"):
+        s.experimental_compiled_text(lambda x: x, (np.ones(2),))
+
+
+def test_scopes_do_not_nest():
+    a, b = tg.distribute.MirroredStrategy(), tg.distribute.MirroredStrategy()
+    with a.scope():
+        assert tg.distribute.get_strategy() is a
+        with pytest.raises(RuntimeError, match="the scope of another strategy"):
+            with b.scope():
+                pass
+    assert not tg.distribute.has_strategy()
+
+
+def test_one_device_step_in_process():
+    s = tg.distribute.MirroredStrategy(devices=[0])
+    with s.scope():
+        v = tg.Variable([1.0, 2.0])
+    step = tg.function(lambda x: v.assign_add(tg.sum(x) * tg.ones_like(v)) * 1.0)
+    for (x,) in s.experimental_distribute_dataset([(np.ones((2, 1)),), (np.ones((1, 1)),)]):
+        s.run(step, args=(x,))
+    np.testing.assert_array_equal(v.numpy(), [4.0, 5.0])
+    assert s.num_replicas_in_sync == 1
+    text = s.experimental_compiled_text(step, (x,))
+    assert "HloModule" in text and "all-reduce" not in text  # one device: no collective
+    assert s.reduce("SUM", tg.constant([[1.0, 2.0]]), axis=1).numpy().tolist() == [3.0]
+    assert s.experimental_local_results(v)[0].tolist() == [4.0, 5.0]
+
+
+def test_without_jax_the_strategy_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "jax", None)  # as if JAX were not installed
+    with pytest.raises(ImportError, match=r'pip install "tapegrad\[jit\]"'):
+        tg.distribute.MirroredStrategy()
