@@ -33,7 +33,7 @@ import numpy as np
 from . import _backend, _records, _structural, config
 from . import random as _random
 from ._pytree import show, tree_flatten, tree_unflatten
-from ._tensor import Tensor, Variable, convert_to_tensor, visible_variables
+from ._tensor import Tensor, convert_to_tensor, visible_variables
 from . import interop as _interop
 from ._registry import CallDef
 from .control_flow import _Captures
@@ -390,12 +390,10 @@ def _check_out_axes(who, out_axes, out):
 
 
 # --- JAX's vmap -------------------------------------------------------------------------------
-def _is_tracer(jax, v) -> bool:
-    return isinstance(v, jax.core.Tracer)
+_is_tracer = _interop._is_tracer
 
 
-def _floating(dtype) -> bool:
-    return np.dtype(_backend.np_dtype(dtype)).kind in "fc"
+_floating = _interop._floating_dtype
 
 
 _TRACER_ERRORS = ("ConcretizationTypeError", "TracerArrayConversionError",
@@ -545,19 +543,8 @@ class _JaxCall:
                     return primal, None
                 tans = acc.jvp([o for o in outs if isinstance(o, Tensor)],
                                unconnected_gradients="zero")
-                it = iter(tans)
-                tangent_out = []
-                for o, pv in zip(outs, primal):
-                    t = next(it) if isinstance(o, Tensor) else None
-                    if not _floating(pv.dtype):
-                        tangent_out.append(np.zeros(pv.shape, jax.dtypes.float0))
-                    elif t is None:
-                        tangent_out.append(jax.numpy.zeros_like(pv))
-                    else:
-                        tv = _as_jax(jax, t)
-                        tangent_out.append(tv.astype(pv.dtype) if tv.dtype != pv.dtype else tv)
                 ok = True
-                return primal, tangent_out
+                return primal, _interop._jax_tangents(jax, outs, primal, tans)
             except Exception as e:  # noqa: BLE001 - tracer errors explained, others as they are
                 if _tracer_error(jax, e) and "BatchTrace" in str(e):
                     raise BatchedValueError(
@@ -637,13 +624,7 @@ def _tensor(x):
     return x if isinstance(x, Tensor) else Tensor(x)
 
 
-def _as_jax(jax, o):
-    v = o._value if isinstance(o, Tensor) else o
-    if _is_tracer(jax, v) or type(v).__module__.startswith("jax"):
-        return v
-    if not isinstance(v, (np.ndarray, np.generic, int, float, complex, bool)):
-        v = _backend.to_numpy(v)
-    return jax.numpy.asarray(v)
+_as_jax = _interop._as_jax
 
 
 # --- vectorized_map ---------------------------------------------------------------------------

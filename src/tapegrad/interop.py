@@ -51,6 +51,35 @@ def _floating_dtype(dtype) -> bool:
     return np.dtype(_backend.np_dtype(dtype)).kind in "fc"
 
 
+def _as_jax(jax, o):
+    """A Tensor's (or a value's) array as JAX takes it: JAX arrays and tracers as they are,
+    others through NumPy."""
+    v = o._value if isinstance(o, Tensor) else o
+    if _is_tracer(jax, v) or type(v).__module__.startswith("jax"):
+        return v
+    if not isinstance(v, (np.ndarray, np.generic, int, float, complex, bool)):
+        v = _backend.to_numpy(v)
+    return jax.numpy.asarray(v)
+
+
+def _jax_tangents(jax, outs, primal, tangents):
+    """The JAX tangents of a function's output leaves ``outs`` (their JAX values ``primal``)
+    from a ForwardAccumulator's ``tangents`` of the Tensors among them: JAX's ``float0`` zeros
+    for a non-floating output, zeros where no tangent reached, cast to the primal's dtype."""
+    it = iter(tangents)
+    out = []
+    for o, p in zip(outs, primal):
+        t = next(it) if isinstance(o, Tensor) else None
+        if not _floating_dtype(p.dtype):
+            out.append(np.zeros(p.shape, jax.dtypes.float0))
+        elif t is None:
+            out.append(jax.numpy.zeros_like(p))
+        else:
+            tv = _as_jax(jax, t)
+            out.append(tv.astype(p.dtype) if tv.dtype != p.dtype else tv)
+    return out
+
+
 # ==============================================================================================
 # tapegrad -> JAX
 # ==============================================================================================
@@ -122,12 +151,7 @@ def to_jax(f):
         return leaves, tree
 
     def as_jax(o):
-        v = o._value if isinstance(o, Tensor) else o
-        if _is_tracer(jax, v) or type(v).__module__.startswith("jax"):
-            return v
-        if not isinstance(v, (np.ndarray, np.generic, int, float, complex, bool)):
-            v = _backend.to_numpy(v)
-        return jax.numpy.asarray(v)
+        return _as_jax(jax, o)
 
     @functools.wraps(f)
     def wrapped(*args):
@@ -161,18 +185,7 @@ def to_jax(f):
                                unconnected_gradients=UnconnectedGradients.ZERO)
             info["tree"] = tree
             primal_out = [as_jax(o) for o in outs]
-            it = iter(tans)
-            tangent_out = []
-            for o, p in zip(outs, primal_out):
-                t = next(it) if isinstance(o, Tensor) else None
-                if not _floating_dtype(p.dtype):
-                    tangent_out.append(np.zeros(p.shape, jax.dtypes.float0))
-                elif t is None:
-                    tangent_out.append(jax.numpy.zeros_like(p))
-                else:
-                    tv = as_jax(t)
-                    tangent_out.append(tv.astype(p.dtype) if tv.dtype != p.dtype else tv)
-            return primal_out, tangent_out
+            return primal_out, _jax_tangents(jax, outs, primal_out, tans)
 
         flat = core(*values)
         return jax.tree_util.tree_unflatten(info["tree"], flat)
