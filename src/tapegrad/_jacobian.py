@@ -83,14 +83,20 @@ def batch_jacobian(tape, target, source, unconnected_gradients, use_pfor=True):
     return result
 
 
-def _one_hots(t, trailing):
-    """Backend arrays of ``t``'s shape and dtype, one per element of the ``trailing`` shape
-    (``t``'s whole shape, or its shape after the batch axis): one-hot there, and ones across
-    the leading (batch) axis."""
+def _basis(t, trailing):
+    """``(xp, dtype, m, lead)`` for one-hots of ``t``'s shape in its ``trailing`` shape (``t``'s
+    whole shape, or its shape after the batch axis): its namespace and dtype, the number ``m``
+    of trailing elements, and ``lead``, ones of shape ``(batch size or 1, 1)``."""
     xp = _backend.namespace(t._value)
     dtype = t._value.dtype
-    m = math.prod(trailing)
     lead = xp.ones((math.prod(t.shape[:t.ndim - len(trailing)]), 1), dtype=dtype)
+    return xp, dtype, math.prod(trailing), lead
+
+
+def _one_hots(t, trailing):
+    """Backend arrays of ``t``'s shape and dtype, one per element of the ``trailing`` shape:
+    one-hot there, and ones across the leading (batch) axis."""
+    xp, dtype, m, lead = _basis(t, trailing)
     return (xp.reshape(lead * xp.eye(1, m, k=k, dtype=dtype), t.shape) for k in range(m))
 
 
@@ -103,10 +109,7 @@ def _vectorized(use_pfor, tape, target, trailing, sources, unconnected, axis, sh
         return None
 
     def cotangents():  # all of _one_hots', stacked on a new leading axis
-        xp = _backend.namespace(target._value)
-        dtype = target._value.dtype
-        m = math.prod(trailing)
-        lead = xp.ones((math.prod(target.shape[:target.ndim - len(trailing)]), 1), dtype=dtype)
+        xp, dtype, m, lead = _basis(target, trailing)
         return xp.reshape(xp.eye(m, dtype=dtype)[:, None, :] * lead[None], (m, *target.shape))
 
     out = vectorize(tape, target, cotangents, sources, unconnected, axis, shapes)

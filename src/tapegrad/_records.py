@@ -163,9 +163,7 @@ def _drop(values):
     """``values`` with each Tensor of ``DROP_MIN_BYTES`` or more replaced by a placeholder
     (``values`` itself when there is none: the common case of small tensors)."""
     for t in values:
-        if type(t) is not Tensor and not isinstance(t, Tensor):
-            continue
-        if getattr(peek(t), "nbytes", DROP_MIN_BYTES) >= DROP_MIN_BYTES:
+        if isinstance(t, Tensor) and getattr(peek(t), "nbytes", DROP_MIN_BYTES) >= DROP_MIN_BYTES:
             break
     else:
         return values

@@ -347,7 +347,10 @@ def _make_op(opdef, fast_paths=True):
                       convert="values = [a._value if isinstance(a, T) else _raw(a) for a in args]",
                       on_numpy="all([type(v) is nd or type(v) in scalar for v in values])",
                       values="values", call="*values, **attrs", args="args", attrs="attrs")
-    scope = dict(opdef=opdef, fast=getattr(opdef.forward, "_numpy_fn", None) or opdef.forward,
+    forward = opdef.forward
+    if opdef.real_only:  # the template refuses complex input itself: not again in the wrapper
+        forward = forward.__wrapped__
+    scope = dict(opdef=opdef, fast=getattr(forward, "_numpy_fn", None) or forward,
                  real_only=opdef.real_only, state=_records._state, T=Tensor, nd=np.ndarray,
                  scalar=_SCALAR_TYPES, new=object.__new__, ids=_tensor_ids, _raw=_raw,
                  _wrap=_wrap, record=record, _NO_ATTRS=_NO_ATTRS, _run_forward=_run_forward,
