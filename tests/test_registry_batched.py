@@ -1,0 +1,71 @@
+"""Every built-in differentiable primitive under ``tg.vmap``: values and VJPs per example.
+
+For each differentiable op type (its first declared sample), two examples of the sample's
+floating inputs (two random draws of the same shapes) are stacked along a new leading axis;
+``tg.vmap`` of the op over that axis must give, for each example, the op's own output, and the
+gradient of a fixed random projection of the batched outputs must give each example's own VJP
+(the batched reverse pass is JAX's VJP of the op's JVP rules, see ``tapegrad.batching``).
+"""
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+from test_registry_gradients import _SYMMETRIC_INPUT, _is_builtin
+
+jax = pytest.importorskip("jax")
+pytestmark = pytest.mark.skipif(
+    tg._backend.default_namespace().__name__ == "array_api_strict",
+    reason="tg.vmap runs on JAX, whose values do not mix with array_api_strict constants")
+
+
+def _cases():
+    return [pytest.param(name, id=name) for name, opdef in sorted(tg.registered_ops().items())
+            if opdef.differentiable and _is_builtin(opdef) and opdef.samples]
+
+
+def _floating(t):
+    return tg._backend.is_floating(t._value.dtype)
+
+
+@pytest.mark.parametrize("op_type", _cases())
+def test_vmap_of_the_op_equals_the_op_per_example(op_type):
+    opdef = tg.registered_ops()[op_type]
+    seed = zlib.crc32(op_type.encode())
+    draws = [opdef.samples[0].materialize(np.random.default_rng([seed, k])) for k in (1, 2)]
+    args, attrs, float_positions = draws[0]
+
+    def f(*xs):
+        full = list(args)
+        for p, x in zip(float_positions, xs):
+            full[p] = (x + tg.matrix_transpose(x)) / 2.0 if op_type in _SYMMETRIC_INPUT else x
+        out = opdef.public(*full, **attrs)
+        return [o for o in (out if isinstance(out, (tuple, list)) else [out]) if _floating(o)]
+
+    examples = [[tg.constant(a[p]) for p in float_positions] for a, _, _ in draws]
+    per_example = [f(*xs) for xs in examples]
+    batched_xs = [tg.stack([xs[k] for xs in examples]) for k in range(len(float_positions))]
+    batched = tg.vmap(f)(*batched_xs)
+    for b, outs in enumerate(per_example):
+        for k, o in enumerate(outs):
+            np.testing.assert_allclose(batched[k][b].numpy(), o.numpy(), rtol=1e-10,
+                                       atol=1e-12, err_msg=f"{op_type}: output {k}, example {b}")
+
+    rng = np.random.default_rng([seed, 3])
+    cotangents = [tg.astype(tg.constant(rng.normal(size=o.shape)), o.dtype) for o in batched]
+
+    def projected(g, xs, cots):
+        with tg.GradientTape() as tape:
+            tape.watch(list(xs))
+            y = tg.sum(tg.stack([tg.sum(tg.real(o * c)) for o, c in zip(g(*xs), cots)]))
+        return tape.gradient(y, list(xs), unconnected_gradients="zero")
+
+    got = projected(tg.vmap(f), batched_xs, cotangents)
+    for b, xs in enumerate(examples):
+        want = projected(f, xs, [c[b] for c in cotangents])
+        for k, (g, w) in enumerate(zip(got, want)):
+            np.testing.assert_allclose(g[b].numpy(), w.numpy(), rtol=1e-9, atol=1e-12,
+                                       err_msg=f"{op_type}: VJP of input {k}, example {b}")
