@@ -72,3 +72,20 @@ def test_errors():
         tg.random.uniform(2, dtype=tg.int64)
     with pytest.raises(ValueError, match="negative dimension"):
         tg.random.uniform((2, -1))
+
+
+@pytest.mark.parametrize("draw", [
+    lambda: tg.random.normal((3,), seed=1),
+    lambda: tg.random.uniform((3,), seed=2),
+    lambda: tg.random.uniform((3,), maxval=5, dtype="int32", seed=3),
+    lambda: tg.random.Generator.from_seed(4).normal((2,), dtype="float32"),
+])
+def test_eager_draws_are_on_the_default_backend(draw):
+    from tapegrad import _backend
+    x = draw()
+    # under TAPEGRAD_ARRAY_BACKEND=array_api_strict a NumPy array here would not mix with the
+    # user's tensors
+    assert _backend.namespace(x._value) is _backend.default_namespace()
+    assert np.all(np.isfinite(np.asarray(x.numpy(), dtype=float)))
+    y = x + tg.ones(x.shape, dtype=x.dtype)
+    np.testing.assert_array_equal(y.numpy(), x.numpy() + 1)

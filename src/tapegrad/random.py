@@ -25,6 +25,7 @@ import weakref
 
 import numpy as np
 
+from . import _backend
 from ._tensor import Tensor, Variable
 
 _DEFAULT_GLOBAL_SEED = 87654321
@@ -90,7 +91,7 @@ class Generator:
             return Tensor(mean + stddev * jrandom.normal(self._subkey(jrandom),
                                                          _check_shape(shape), dtype))
         z = self._rng.standard_normal(_check_shape(shape))
-        return Tensor(np.asarray(mean + stddev * z).astype(dtype, copy=False))
+        return _host_draw(np.asarray(mean + stddev * z).astype(dtype, copy=False))
 
     def uniform(self, shape, minval=0.0, maxval=None, dtype=None) -> Tensor:
         """Uniform samples of ``shape`` in ``[minval, maxval)``.
@@ -116,7 +117,7 @@ class Generator:
             if jrandom is not None:
                 return Tensor(jrandom.randint(self._subkey(jrandom), shape, minval, maxval,
                                               dtype))
-            return Tensor(self._rng.integers(minval, maxval, size=shape, dtype=dtype))
+            return _host_draw(self._rng.integers(minval, maxval, size=shape, dtype=dtype))
         dtype = _float_dtype("uniform", dtype)
         maxval = 1.0 if maxval is None else maxval
         if batch is not None:
@@ -124,7 +125,13 @@ class Generator:
         if jrandom is not None:
             return Tensor(jrandom.uniform(self._subkey(jrandom), shape, dtype, minval, maxval))
         u = self._rng.uniform(minval, maxval, size=shape)
-        return Tensor(np.asarray(u).astype(dtype, copy=False))
+        return _host_draw(np.asarray(u).astype(dtype, copy=False))
+
+
+def _host_draw(a) -> Tensor:
+    """A Tensor of the NumPy draw ``a`` on the default backend (``array_api_strict``'s array when
+    that is the default, so that it mixes with the user's other tensors)."""
+    return Tensor(a if _backend.default_namespace() is np else _backend.asarray(a))
 
 
 def _check_seed(seed):
