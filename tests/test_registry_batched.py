@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from test_registry_gradients import _SYMMETRIC_INPUT, _is_builtin
+from test_registry_gradients import first_sample_cases, floating_outputs
 
 jax = pytest.importorskip("jax")
 pytestmark = pytest.mark.skipif(
@@ -22,28 +22,14 @@ pytestmark = pytest.mark.skipif(
     reason="tg.vmap runs on JAX, whose values do not mix with array_api_strict constants")
 
 
-def _cases():
-    return [pytest.param(name, id=name) for name, opdef in sorted(tg.registered_ops().items())
-            if opdef.differentiable and _is_builtin(opdef) and opdef.samples]
-
-
-def _floating(t):
-    return tg._backend.is_floating(t._value.dtype)
-
-
-@pytest.mark.parametrize("op_type", _cases())
+@pytest.mark.parametrize("op_type", first_sample_cases())
 def test_vmap_of_the_op_equals_the_op_per_example(op_type):
     opdef = tg.registered_ops()[op_type]
     seed = zlib.crc32(op_type.encode())
     draws = [opdef.samples[0].materialize(np.random.default_rng([seed, k])) for k in (1, 2)]
     args, attrs, float_positions = draws[0]
 
-    def f(*xs):
-        full = list(args)
-        for p, x in zip(float_positions, xs):
-            full[p] = (x + tg.matrix_transpose(x)) / 2.0 if op_type in _SYMMETRIC_INPUT else x
-        out = opdef.public(*full, **attrs)
-        return [o for o in (out if isinstance(out, (tuple, list)) else [out]) if _floating(o)]
+    f = floating_outputs(op_type, args, attrs, float_positions)
 
     examples = [[tg.constant(a[p]) for p in float_positions] for a, _, _ in draws]
     per_example = [f(*xs) for xs in examples]

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from test_registry_gradients import _SYMMETRIC_INPUT, _is_builtin
+from test_registry_gradients import first_sample_cases, floating_outputs
 
 jax = pytest.importorskip("jax")
 pytestmark = pytest.mark.skipif(
@@ -23,27 +23,13 @@ pytestmark = pytest.mark.skipif(
     reason="compiled code makes array_api_strict constants that do not mix with JAX tracers")
 
 
-def _cases():
-    return [pytest.param(name, id=name) for name, opdef in sorted(tg.registered_ops().items())
-            if opdef.differentiable and _is_builtin(opdef) and opdef.samples]
-
-
-def _floating(t):
-    return tg._backend.is_floating(t._value.dtype)
-
-
-@pytest.mark.parametrize("op_type", _cases())
+@pytest.mark.parametrize("op_type", first_sample_cases())
 def test_gradient_compiled_and_in_a_compiled_loop(op_type):
     opdef = tg.registered_ops()[op_type]
     rng = np.random.default_rng([zlib.crc32(op_type.encode()), 7])
     args, attrs, float_positions = opdef.samples[0].materialize(rng)
 
-    def f(*xs):
-        full = list(args)
-        for p, x in zip(float_positions, xs):
-            full[p] = (x + tg.matrix_transpose(x)) / 2.0 if op_type in _SYMMETRIC_INPUT else x
-        out = opdef.public(*full, **attrs)
-        return [o for o in (out if isinstance(out, (tuple, list)) else [out]) if _floating(o)]
+    f = floating_outputs(op_type, args, attrs, float_positions)
 
     xs = [tg.constant(args[p]) for p in float_positions]
     eager_out = f(*xs)

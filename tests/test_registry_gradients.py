@@ -99,6 +99,22 @@ def sample_function(op_type, args, attrs, positions):
     return f
 
 
+def first_sample_cases():
+    """One case per differentiable built-in op type that declares samples (its first is used)."""
+    return [pytest.param(name, id=name) for name, opdef in sorted(tg.registered_ops().items())
+            if opdef.differentiable and _is_builtin(opdef) and opdef.samples]
+
+
+def floating_outputs(op_type, args, attrs, positions):
+    """:func:`sample_function`, returning the list of its floating outputs."""
+    f = sample_function(op_type, args, attrs, positions)
+
+    def floating(*xs):
+        return [o for o in _as_list(f(*xs)) if tg._backend.is_floating(o._value.dtype)]
+
+    return floating
+
+
 def refuses_complex(op_type, args, attrs, positions):
     """Assert that a ``real_only`` op refuses the complex first random input (by name)."""
     f = sample_function(op_type, args, attrs, positions)
