@@ -350,6 +350,36 @@ def set_on_device(v, array, host=None, name=None) -> None:
     _DEVICE.__set__(v, [array, host, name])
 
 
+def _device_refs(v) -> tuple:
+    """(references to Variable ``v``'s device cache, to its device array), as
+    :func:`sole_device_array` counts them. Raises ``AttributeError`` or ``TypeError`` when
+    ``v`` has no device cache."""
+    cache = _DEVICE.__get__(v)
+    return sys.getrefcount(cache), sys.getrefcount(cache[0])
+
+
+def sole_device_array(v):
+    """Variable ``v``'s device array when nothing but ``v`` holds it, else None: a compiled
+    call that writes ``v`` may then donate it (let XLA reuse its buffer for the new value).
+
+    None when ``v`` has no device array, is bound in this thread, or has a host copy (a NumPy
+    view of the buffer may be out, and ``v.numpy()`` returned it), or when another Python
+    object references its device cache (a snapshot: ``read_value()``, a tape's record) or the
+    array itself (found by reference count, as :meth:`Variable.assign_add` decides whether it
+    may update in place; calibrated below)."""
+    try:
+        refs = _device_refs(v)
+    except (AttributeError, TypeError):
+        return None
+    if refs[0] > _SOLE_REFS[0] or refs[1] > _SOLE_REFS[1]:
+        return None
+    cache = _DEVICE.__get__(v)
+    bound = _binding.values
+    if cache[1] is not None or (bound is not None and v._id in bound):
+        return None
+    return cache[0]
+
+
 class Variable(DeviceTensor):
     """A mutable tensor: model parameters and optimizer state.
 
@@ -648,3 +678,14 @@ def _raw(a):
 
 
 _ALONE_REFS = Variable(np.zeros(1))._refs()  # calibrated: counting differs across CPython versions
+
+
+def _calibrate_sole_refs():
+    """The counts :func:`_device_refs` gives for a Variable whose device cache and array
+    only it holds (counting differs across CPython versions)."""
+    v = Variable(np.zeros(1))
+    set_on_device(v, np.zeros(1))  # any object does: only the counts are read
+    return _device_refs(v)
+
+
+_SOLE_REFS = _calibrate_sole_refs()
