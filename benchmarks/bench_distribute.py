@@ -17,20 +17,31 @@ arrays), the batch split along its first axis across the devices.
 Both sides are checked to compute the same losses over 5 steps (from the same initial values)
 before timing. Each timed block runs ``--steps`` steps with one wait at its end (the peer:
 ``jax.block_until_ready`` of the last loss; tapegrad: ``jax.block_until_ready`` of the
-Variables' and the last loss's device arrays, then ``.numpy()`` of the loss); the sides alternate,
-``--repeat`` blocks each; the table gives the per-step median and range and the ratio of the
-medians. On a machine with fewer cores than devices no speed-up is expected: the point is
-tapegrad's overhead against the peer on the same partitioned program. Nothing is asserted.
+Variables' and the last loss's device arrays, then ``.numpy()`` of the loss); the sides alternate
+in pairs of blocks (which side goes first alternates too), ``--repeat`` blocks each; the table
+gives each side's per-step median and range, the ratio of the medians, and the range of the
+ratios within the pairs. On a machine with fewer cores than devices no speed-up is expected:
+the point is tapegrad's overhead against the peer on the same partitioned program. Nothing is
+asserted.
+
+Each device count runs in its own process (this script with ``--stage N``), killed after
+``--timeout`` seconds and started again up to ``--tries`` times: XLA:CPU's in-process
+all-reduce can hang with more virtual devices than cores (``benchmarks/README.md``), and
+the script then reports the hang instead of waiting for ever.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
+import sys
 import time
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                           + " --xla_force_host_platform_device_count=4").strip()
+if "--xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                               + " --xla_force_host_platform_device_count=4").strip()
 
 import numpy as np  # noqa: E402
 
@@ -130,31 +141,75 @@ def block(call, wait, steps):
     return (time.perf_counter() - t0) / steps
 
 
+def stage(devices, steps, repeat):
+    """One device count, in this process: check, then alternate the sides' blocks; prints the
+    per-step times of every block as one JSON line."""
+    params, x, y = initial()
+    tg_call, tg_wait = tapegrad_side(devices, params, x, y)
+    jx_call, jx_wait = peer_side(devices, params, x, y)
+    a = [tg_wait(tg_call()) for _ in range(5)]
+    b = [jx_wait(jx_call()) for _ in range(5)]
+    if not np.allclose(a, b, rtol=1e-4):
+        raise SystemExit(f"the two sides differ on {devices} devices: {a} vs {b}")
+    runs_tg, runs_jx = [], []
+    for k in range(repeat):  # alternate, the first side changing from pair to pair
+        first, second = ((jx_call, jx_wait, runs_jx), (tg_call, tg_wait, runs_tg))[::(-1) ** k]
+        for call, wait, runs in (first, second):
+            runs.append(block(call, wait, steps))
+    print("RESULT " + json.dumps({"jax": runs_jx, "tapegrad": runs_tg}), flush=True)
+
+
+def run_stage(devices, steps, repeat, timeout):
+    """``stage`` in a fresh interpreter (4 virtual devices), killed after ``timeout`` seconds:
+    XLA:CPU's in-process all-reduce may hang (see benchmarks/README.md). Returns the runs, or a
+    string saying why there are none."""
+    cmd = [sys.executable, __file__, "--stage", str(devices), "--steps", str(steps),
+           "--repeat", str(repeat)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"no result in {timeout} s (killed: a hang)"
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        why = [ln for ln in proc.stderr.splitlines() if ln.strip()][-1:] or ["no output"]
+        return f"exit status {proc.returncode}: {why[0][:160]}"
+    return json.loads(lines[-1][len("RESULT "):])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps and repeats")
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--devices", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--timeout", type=float, default=300.0,
+                        help="seconds for one device count's process before it is killed")
+    parser.add_argument("--tries", type=int, default=2,
+                        help="processes started per device count before giving up on it")
+    parser.add_argument("--stage", type=int, help=argparse.SUPPRESS)  # the child's job
     args = parser.parse_args()
     steps, repeat = (10, 3) if args.quick else (args.steps, args.repeat)
-    params, x, y = initial()
+    if args.stage is not None:
+        return stage(args.stage, steps, repeat)
     print(f"{len(jax.devices())} CPU devices, {os.cpu_count()} cores; global batch {BATCH}, "
-          f"MLP {SIZES}, Adam, float32; {steps} steps per block, {repeat} blocks per side")
-    print(f"{'devices':>7} {'jax.jit (ms/step)':>24} {'tapegrad (ms/step)':>24} {'ratio':>6}")
-    for devices in (1, 2, 4):
-        tg_call, tg_wait = tapegrad_side(devices, params, x, y)
-        jx_call, jx_wait = peer_side(devices, params, x, y)
-        a = [tg_wait(tg_call()) for _ in range(5)]
-        b = [jx_wait(jx_call()) for _ in range(5)]
-        if not np.allclose(a, b, rtol=1e-4):
-            raise SystemExit(f"the two sides differ on {devices} devices: {a} vs {b}")
-        runs_tg, runs_jx = [], []
-        for _ in range(repeat):
-            runs_jx.append(block(jx_call, jx_wait, steps))
-            runs_tg.append(block(tg_call, tg_wait, steps))
-        mj, mt = statistics.median(runs_jx), statistics.median(runs_tg)
-        fmt = lambda r, m: f"{m * 1e3:.3f} [{min(r) * 1e3:.3f}-{max(r) * 1e3:.3f}]"  # noqa: E731
-        print(f"{devices:>7} {fmt(runs_jx, mj):>24} {fmt(runs_tg, mt):>24} {mt / mj:>6.2f}")
+          f"MLP {SIZES}, Adam, float32; {steps} steps per block, {repeat} blocks per side, "
+          "alternating; one process per device count")
+    print(f"{'devices':>7} {'jax.jit ms/step':>22} {'tapegrad ms/step':>22} {'ratio':>6} "
+          f"{'pair ratios':>12}")
+    fmt = lambda r: f"{statistics.median(r) * 1e3:.3f} [{min(r) * 1e3:.3f}-{max(r) * 1e3:.3f}]"  # noqa: E731
+    for devices in args.devices:
+        for attempt in range(1, args.tries + 1):
+            got = run_stage(devices, steps, repeat, args.timeout)
+            if isinstance(got, dict):
+                break
+            print(f"{devices:>7} try {attempt}: {got}", flush=True)
+        else:
+            continue
+        rj, rt = got["jax"], got["tapegrad"]
+        pairs = [t / j for t, j in zip(rt, rj)]
+        ratio = statistics.median(rt) / statistics.median(rj)
+        print(f"{devices:>7} {fmt(rj):>22} {fmt(rt):>22} {ratio:>6.2f} "
+              f"{min(pairs):.2f}-{max(pairs):.2f}", flush=True)
 
 
 if __name__ == "__main__":
