@@ -53,7 +53,7 @@ from . import _backend, _leaks, _records, _registry, _structural, config
 from ._records import record
 from ._tape import GradientTape, UnconnectedGradients
 from ._tensor import (DeviceTensor, Tensor, Variable, _wrap, bind_variables, device_array,
-                      on_device, peek, set_on_device, sole_device_array, visible_variables)
+                      on_device, peek, set_on_device, sole_device_arrays, visible_variables)
 from .errors import NumericsError, describe_fn
 
 __all__ = ["function", "Function", "TensorSpec", "RetracingWarning"]
@@ -573,13 +573,12 @@ class _Program:
     def _donated(self) -> tuple:
         """The positions (among the program's arguments) of the Variables whose old device
         arrays this call donates: those it reads and writes whose array nothing else holds
-        (``sole_device_array``: no snapshot, no host copy, no other reference), so no value a
+        (``sole_device_arrays``: no snapshot, no host copy, no other reference), so no value a
         user or a tape kept changes. None of them while a tape records (its record reads
         the Variables after the call)."""
         if not self.donatable or _records._state.tapes:
             return ()
-        variables = self.variables
-        return tuple([k for k in self.donatable if sole_device_array(variables[k]) is not None])
+        return sole_device_arrays(self.variables, self.donatable)
 
     # --- gradients through a call -------------------------------------------------------------
     def _replay_function(self):

@@ -351,33 +351,38 @@ def set_on_device(v, array, host=None, name=None) -> None:
 
 
 def _device_refs(v) -> tuple:
-    """(references to Variable ``v``'s device cache, to its device array), as
-    :func:`sole_device_array` counts them. Raises ``AttributeError`` or ``TypeError`` when
-    ``v`` has no device cache."""
+    """(references to Variable ``v``'s device cache, to its device array), counted as
+    :func:`sole_device_arrays` counts them (for its calibration, ``_SOLE_REFS``)."""
     cache = _DEVICE.__get__(v)
     return sys.getrefcount(cache), sys.getrefcount(cache[0])
 
 
-def sole_device_array(v):
-    """Variable ``v``'s device array when nothing but ``v`` holds it, else None: a compiled
-    call that writes ``v`` may then donate it (let XLA reuse its buffer for the new value).
+def sole_device_arrays(variables, positions) -> tuple:
+    """The positions ``k`` among ``positions`` (indices into the list ``variables``) whose
+    Variable's device array nothing but the Variable holds: a compiled call that writes
+    ``variables[k]`` may then donate that array (let XLA reuse its buffer for the new value).
 
-    None when ``v`` has no device array, is bound in this thread, or has a host copy (a NumPy
-    view of the buffer may be out, and ``v.numpy()`` returned it), or when another Python
-    object references its device cache (a snapshot: ``read_value()``, a tape's record) or the
-    array itself (found by reference count, as :meth:`Variable.assign_add` decides whether it
-    may update in place; calibrated below)."""
-    try:
-        refs = _device_refs(v)
-    except (AttributeError, TypeError):
-        return None
-    if refs[0] > _SOLE_REFS[0] or refs[1] > _SOLE_REFS[1]:
-        return None
-    cache = _DEVICE.__get__(v)
+    A Variable is left out when it has no device array, is bound in this thread, or has a
+    host copy (a NumPy view of the buffer may be out: ``numpy()`` returned it), or when
+    another Python object references its device cache (a snapshot: ``read_value()``, a
+    tape's record) or the array itself: found by reference count, as
+    :meth:`Variable.assign_add` decides whether it may update in place (the counts as
+    :func:`_device_refs` takes them, calibrated below; the loop computes them the same way)."""
+    get, count = _DEVICE.__get__, sys.getrefcount
     bound = _binding.values
-    if cache[1] is not None or (bound is not None and v._id in bound):
-        return None
-    return cache[0]
+    most_cache, most_array = _SOLE_REFS
+    out = []
+    for k in positions:
+        v = variables[k]
+        try:
+            cache = get(v)
+        except AttributeError:
+            continue
+        if (cache is None or cache[1] is not None or count(cache) > most_cache
+                or count(cache[0]) > most_array or (bound is not None and v._id in bound)):
+            continue
+        out.append(k)
+    return tuple(out)
 
 
 class Variable(DeviceTensor):

@@ -51,7 +51,8 @@ def has_strategy() -> bool:
 
 
 class MirroredStrategy:
-    """Synchronous data parallelism on the devices of one host (``tf.distribute.MirroredStrategy``).
+    """Synchronous data parallelism (``tf.distribute.MirroredStrategy``) on the devices of one
+    process, or of several (``jax.distributed.initialize``: each process feeds its own rows).
 
     Args:
         devices: None for every device of JAX's default backend (``jax.devices()``), or a
@@ -59,7 +60,8 @@ class MirroredStrategy:
             ``jax.devices()``).
 
     Raises ``ImportError`` without JAX, ``ValueError`` for an empty or repeated device list or
-    an index out of range, ``TypeError`` for a device that is neither.
+    an index out of range (or, on several processes, when a process's devices are not
+    adjacent in the list), ``TypeError`` for a device that is neither.
 
     * ``with strategy.scope():`` Variables created in the block are put on every device
       (a replicated ``NamedSharding``); optimizer slots a step creates are replicated too.
