@@ -171,8 +171,9 @@ def run_stage(devices, steps, repeat, timeout):
         return f"no result in {timeout} s (killed: a hang)"
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
     if proc.returncode != 0 or not lines:
-        why = [ln for ln in proc.stderr.splitlines() if ln.strip()][-1:] or ["no output"]
-        return f"exit status {proc.returncode}: {why[0][:160]}"
+        lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()] or ["no output"]
+        why = [ln for ln in lines if "imeout" in ln or "rendezvous" in ln] or lines[-1:]
+        return f"exit status {proc.returncode}: {why[0][:200]}"
     return json.loads(lines[-1][len("RESULT "):])
 
 
