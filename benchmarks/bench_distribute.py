@@ -2,8 +2,9 @@
 the same sharding, on 1, 2 and 4 CPU devices.
 
 Run ``OMP_NUM_THREADS=1 python benchmarks/bench_distribute.py [--quick]`` (the ``jit`` extra).
-The script asks XLA for 4 CPU devices (``--xla_force_host_platform_device_count=4``) before
-JAX starts. The workload: one Adam step of a 64-256-256-10 tanh MLP with a softmax
+The script asks XLA for 8 virtual CPU devices (``--xla_force_host_platform_device_count=8``;
+``BENCH_VIRTUAL_DEVICES=N`` for N) before JAX starts and uses the first 1, 2 and 4: with only
+4, XLA:CPU's in-process all-reduce hangs on a loaded 2-core machine (see below). The workload: one Adam step of a 64-256-256-10 tanh MLP with a softmax
 cross-entropy loss, global batch 256, float32 (tapegrad: float32 Variables; the peer: float32
 arrays), the batch split along its first axis across the devices.
 
@@ -26,8 +27,8 @@ asserted.
 
 Each device count runs in its own process (this script with ``--stage N``), killed after
 ``--timeout`` seconds and started again up to ``--tries`` times: XLA:CPU's in-process
-all-reduce can hang with more virtual devices than cores (``benchmarks/README.md``), and
-the script then reports the hang instead of waiting for ever.
+all-reduce can hang (``benchmarks/README.md``), and the script then reports the hang (or
+XLA's abort after its 40 s rendezvous timeout) instead of waiting for ever.
 """
 from __future__ import annotations
 
@@ -39,9 +40,14 @@ import subprocess
 import sys
 import time
 
+# 8 virtual devices for meshes of at most 4: XLA:CPU's client runs every device's part of a
+# program on a pool of max(cores, devices) threads, and an all-reduce's participants each hold
+# one until all arrive; with exactly 4 threads for 4 participants the all-reduce hung in 7 of 9
+# processes on the loaded 2-core machine, with 8 in none (benchmarks/README.md)
+VIRTUAL_DEVICES = int(os.environ.get("BENCH_VIRTUAL_DEVICES", "8"))
 if "--xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                               + " --xla_force_host_platform_device_count=4").strip()
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_"
+                               f"device_count={VIRTUAL_DEVICES}").strip()
 
 import numpy as np  # noqa: E402
 
@@ -192,7 +198,7 @@ def main():
     steps, repeat = (10, 3) if args.quick else (args.steps, args.repeat)
     if args.stage is not None:
         return stage(args.stage, steps, repeat)
-    print(f"{len(jax.devices())} CPU devices, {os.cpu_count()} cores; global batch {BATCH}, "
+    print(f"{len(jax.devices())} virtual CPU devices, {os.cpu_count()} cores; global batch {BATCH}, "
           f"MLP {SIZES}, Adam, float32; {steps} steps per block, {repeat} blocks per side, "
           "alternating; one process per device count")
     print(f"{'devices':>7} {'jax.jit ms/step':>22} {'tapegrad ms/step':>22} {'ratio':>6} "
