@@ -4,9 +4,10 @@ the same sharding, on 1, 2 and 4 CPU devices.
 Run ``OMP_NUM_THREADS=1 python benchmarks/bench_distribute.py [--quick]`` (the ``jit`` extra).
 The script asks XLA for 8 virtual CPU devices (``--xla_force_host_platform_device_count=8``;
 ``BENCH_VIRTUAL_DEVICES=N`` for N) before JAX starts and uses the first 1, 2 and 4: with only
-4, XLA:CPU's in-process all-reduce hangs on a loaded 2-core machine (see below). The workload: one Adam step of a 64-256-256-10 tanh MLP with a softmax
-cross-entropy loss, global batch 256, float32 (tapegrad: float32 Variables; the peer: float32
-arrays), the batch split along its first axis across the devices.
+4, XLA:CPU's in-process all-reduce hangs on a loaded 2-core machine (see below). The
+workload: one Adam step of a 64-256-256-10 tanh MLP with a softmax cross-entropy loss, global
+batch 256, float32 (tapegrad: float32 Variables; the peer: float32 arrays), the batch split
+along its first axis across the devices.
 
 * **tapegrad**: Variables and the optimizer made in ``strategy.scope()``, the batch put on the
   devices once by ``strategy.experimental_distribute_values``, ``strategy.run(step, args)``.
@@ -198,12 +199,15 @@ def main():
     steps, repeat = (10, 3) if args.quick else (args.steps, args.repeat)
     if args.stage is not None:
         return stage(args.stage, steps, repeat)
-    print(f"{len(jax.devices())} virtual CPU devices, {os.cpu_count()} cores; global batch {BATCH}, "
-          f"MLP {SIZES}, Adam, float32; {steps} steps per block, {repeat} blocks per side, "
-          "alternating; one process per device count")
+    print(f"{len(jax.devices())} virtual CPU devices, {os.cpu_count()} cores; global batch "
+          f"{BATCH}, MLP {SIZES}, Adam, float32; {steps} steps per block, {repeat} blocks per "
+          "side, alternating; one process per device count")
     print(f"{'devices':>7} {'jax.jit ms/step':>22} {'tapegrad ms/step':>22} {'ratio':>6} "
           f"{'pair ratios':>12}")
-    fmt = lambda r: f"{statistics.median(r) * 1e3:.3f} [{min(r) * 1e3:.3f}-{max(r) * 1e3:.3f}]"  # noqa: E731
+
+    def fmt(r):
+        return f"{statistics.median(r) * 1e3:.3f} [{min(r) * 1e3:.3f}-{max(r) * 1e3:.3f}]"
+
     for devices in args.devices:
         for attempt in range(1, args.tries + 1):
             got = run_stage(devices, steps, repeat, args.timeout)
