@@ -44,8 +44,8 @@ import time
 
 # 8 virtual devices for meshes of at most 4: XLA:CPU's client runs every device's part of a
 # program on a pool of max(cores, devices) threads, and an all-reduce's participants each hold
-# one until all arrive; with exactly 4 threads for 4 participants the all-reduce hung in 7 of 9
-# processes on the loaded 2-core machine, with 8 in none (benchmarks/README.md)
+# one until all arrive; with exactly 4 threads for 4 participants the 4-device stage was
+# aborted in 7 of 10 processes on the loaded 2-core machine, with 8 in none (benchmarks/README.md)
 VIRTUAL_DEVICES = int(os.environ.get("BENCH_VIRTUAL_DEVICES", "8"))
 if "--xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_"
