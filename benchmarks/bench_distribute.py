@@ -23,9 +23,10 @@ Variables' and the last loss's device arrays, then ``.numpy()`` of the loss); th
 in pairs of blocks (which side goes first alternates too), ``--repeat`` blocks each; the table
 gives each side's per-step median and range, the ratio of the medians, and the median and
 range of the ratios within the pairs (adjacent in time, so a slow drift of the machine's load
-cancels in them). On a machine with fewer cores than devices no speed-up is expected:
-the point is tapegrad's overhead against the peer on the same partitioned program. Nothing is
-asserted.
+cancels in them), and the same for the process's CPU time per step (all its threads, XLA's
+included), which other processes on a shared machine disturb less than the wall-clock. On a
+machine with fewer cores than devices no speed-up is expected: the point is tapegrad's
+overhead against the peer on the same partitioned program. Nothing is asserted.
 
 Each device count runs in its own process (this script with ``--stage N``), killed after
 ``--timeout`` seconds and started again up to ``--tries`` times: XLA:CPU's in-process
@@ -142,11 +143,12 @@ def peer_side(devices, params, x, y):
 
 
 def block(call, wait, steps):
-    t0 = time.perf_counter()
+    """Seconds per step: wall-clock, and CPU time of this process (every thread: XLA's too)."""
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(steps):
         out = call()
     wait(out)
-    return (time.perf_counter() - t0) / steps
+    return (time.perf_counter() - t0) / steps, (time.process_time() - c0) / steps
 
 
 def stage(devices, steps, repeat):
@@ -164,7 +166,10 @@ def stage(devices, steps, repeat):
         first, second = ((jx_call, jx_wait, runs_jx), (tg_call, tg_wait, runs_tg))[::(-1) ** k]
         for call, wait, runs in (first, second):
             runs.append(block(call, wait, steps))
-    print("RESULT " + json.dumps({"jax": runs_jx, "tapegrad": runs_tg}), flush=True)
+    print("RESULT " + json.dumps({"jax": [w for w, _ in runs_jx],
+                                  "tapegrad": [w for w, _ in runs_tg],
+                                  "jax_cpu": [c for _, c in runs_jx],
+                                  "tapegrad_cpu": [c for _, c in runs_tg]}), flush=True)
 
 
 def run_stage(devices, steps, repeat, timeout):
@@ -204,7 +209,7 @@ def main():
           f"{BATCH}, MLP {SIZES}, Adam, float32; {steps} steps per block, {repeat} blocks per "
           "side, alternating; one process per device count")
     print(f"{'devices':>7} {'jax.jit ms/step':>22} {'tapegrad ms/step':>22} {'ratio':>6} "
-          "pair ratios")
+          "pair ratios        CPU-time pair ratios")
 
     def fmt(r):
         return f"{statistics.median(r) * 1e3:.3f} [{min(r) * 1e3:.3f}-{max(r) * 1e3:.3f}]"
@@ -219,9 +224,11 @@ def main():
             continue
         rj, rt = got["jax"], got["tapegrad"]
         pairs = [t / j for t, j in zip(rt, rj)]
+        cpu = [t / j for t, j in zip(got["tapegrad_cpu"], got["jax_cpu"])]
         ratio = statistics.median(rt) / statistics.median(rj)
         print(f"{devices:>7} {fmt(rj):>22} {fmt(rt):>22} {ratio:>6.2f} "
-              f"{statistics.median(pairs):.2f} [{min(pairs):.2f}-{max(pairs):.2f}]", flush=True)
+              f"{statistics.median(pairs):.2f} [{min(pairs):.2f}-{max(pairs):.2f}] "
+              f"{statistics.median(cpu):.2f} [{min(cpu):.2f}-{max(cpu):.2f}]", flush=True)
 
 
 if __name__ == "__main__":
