@@ -193,8 +193,8 @@ def run_stage(devices, steps, repeat, timeout):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps and repeats")
-    parser.add_argument("--steps", type=int, default=50)
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=25)
     parser.add_argument("--devices", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="seconds for one device count's process before it is killed")
