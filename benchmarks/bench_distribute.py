@@ -2,10 +2,12 @@
 the same sharding, on 1, 2 and 4 CPU devices.
 
 Run ``OMP_NUM_THREADS=1 python benchmarks/bench_distribute.py [--quick]`` (the ``jit`` extra).
-The script asks XLA for 4 CPU devices (``--xla_force_host_platform_device_count=4``) before
-JAX starts. The workload: one Adam step of a 64-256-256-10 tanh MLP with a softmax
-cross-entropy loss, global batch 256, float32 (tapegrad: float32 Variables; the peer: float32
-arrays), the batch split along its first axis across the devices.
+The script asks XLA for 8 virtual CPU devices (``--xla_force_host_platform_device_count=8``;
+``BENCH_VIRTUAL_DEVICES=N`` for N) before JAX starts and uses the first 1, 2 and 4: with only
+4, XLA:CPU's in-process all-reduce hangs on a loaded 2-core machine (see below). The
+workload: one Adam step of a 64-256-256-10 tanh MLP with a softmax cross-entropy loss, global
+batch 256, float32 (tapegrad: float32 Variables; the peer: float32 arrays), the batch split
+along its first axis across the devices.
 
 * **tapegrad**: Variables and the optimizer made in ``strategy.scope()``, the batch put on the
   devices once by ``strategy.experimental_distribute_values``, ``strategy.run(step, args)``.
@@ -17,20 +19,38 @@ arrays), the batch split along its first axis across the devices.
 Both sides are checked to compute the same losses over 5 steps (from the same initial values)
 before timing. Each timed block runs ``--steps`` steps with one wait at its end (the peer:
 ``jax.block_until_ready`` of the last loss; tapegrad: ``jax.block_until_ready`` of the
-Variables' and the last loss's device arrays, then ``.numpy()`` of the loss); the sides alternate,
-``--repeat`` blocks each; the table gives the per-step median and range and the ratio of the
-medians. On a machine with fewer cores than devices no speed-up is expected: the point is
-tapegrad's overhead against the peer on the same partitioned program. Nothing is asserted.
+Variables' and the last loss's device arrays, then ``.numpy()`` of the loss); the sides alternate
+in pairs of blocks (which side goes first alternates too), ``--repeat`` blocks each; the table
+gives each side's per-step median and range, the ratio of the medians, and the median and
+range of the ratios within the pairs (adjacent in time, so a slow drift of the machine's load
+cancels in them), and the same for the process's CPU time per step (all its threads, XLA's
+included), which other processes on a shared machine disturb less than the wall-clock. On a
+machine with fewer cores than devices no speed-up is expected: the point is tapegrad's
+overhead against the peer on the same partitioned program. Nothing is asserted.
+
+Each device count runs in its own process (this script with ``--stage N``), killed after
+``--timeout`` seconds and started again up to ``--tries`` times: XLA:CPU's in-process
+all-reduce can hang (``benchmarks/README.md``), and the script then reports the hang (or
+XLA's abort after its 40 s rendezvous timeout) instead of waiting for ever.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
+import sys
 import time
 
-os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                           + " --xla_force_host_platform_device_count=4").strip()
+# 8 virtual devices for meshes of at most 4: XLA:CPU's client runs every device's part of a
+# program on a pool of max(cores, devices) threads, and an all-reduce's participants each hold
+# one until all arrive; with exactly 4 threads for 4 participants the 4-device stage was
+# aborted in 7 of 10 processes on the loaded 2-core machine, with 8 in none (benchmarks/README.md)
+VIRTUAL_DEVICES = int(os.environ.get("BENCH_VIRTUAL_DEVICES", "8"))
+if "--xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_"
+                               f"device_count={VIRTUAL_DEVICES}").strip()
 
 import numpy as np  # noqa: E402
 
@@ -123,38 +143,92 @@ def peer_side(devices, params, x, y):
 
 
 def block(call, wait, steps):
-    t0 = time.perf_counter()
+    """Seconds per step: wall-clock, and CPU time of this process (every thread: XLA's too)."""
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(steps):
         out = call()
     wait(out)
-    return (time.perf_counter() - t0) / steps
+    return (time.perf_counter() - t0) / steps, (time.process_time() - c0) / steps
+
+
+def stage(devices, steps, repeat):
+    """One device count, in this process: check, then alternate the sides' blocks; prints the
+    per-step times of every block as one JSON line."""
+    params, x, y = initial()
+    tg_call, tg_wait = tapegrad_side(devices, params, x, y)
+    jx_call, jx_wait = peer_side(devices, params, x, y)
+    a = [tg_wait(tg_call()) for _ in range(5)]
+    b = [jx_wait(jx_call()) for _ in range(5)]
+    if not np.allclose(a, b, rtol=1e-4):
+        raise SystemExit(f"the two sides differ on {devices} devices: {a} vs {b}")
+    runs_tg, runs_jx = [], []
+    for k in range(repeat):  # alternate, the first side changing from pair to pair
+        first, second = ((jx_call, jx_wait, runs_jx), (tg_call, tg_wait, runs_tg))[::(-1) ** k]
+        for call, wait, runs in (first, second):
+            runs.append(block(call, wait, steps))
+    print("RESULT " + json.dumps({"jax": [w for w, _ in runs_jx],
+                                  "tapegrad": [w for w, _ in runs_tg],
+                                  "jax_cpu": [c for _, c in runs_jx],
+                                  "tapegrad_cpu": [c for _, c in runs_tg]}), flush=True)
+
+
+def run_stage(devices, steps, repeat, timeout):
+    """``stage`` in a fresh interpreter (4 virtual devices), killed after ``timeout`` seconds:
+    XLA:CPU's in-process all-reduce may hang (see benchmarks/README.md). Returns the runs, or a
+    string saying why there are none."""
+    cmd = [sys.executable, __file__, "--stage", str(devices), "--steps", str(steps),
+           "--repeat", str(repeat)]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"no result in {timeout} s (killed: a hang)"
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    if proc.returncode != 0 or not lines:
+        lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()] or ["no output"]
+        why = [ln for ln in lines if "imeout" in ln or "rendezvous" in ln] or lines[-1:]
+        return f"exit status {proc.returncode}: {why[0][:200]}"
+    return json.loads(lines[-1][len("RESULT "):])
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps and repeats")
-    parser.add_argument("--steps", type=int, default=50)
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--repeat", type=int, default=25)
+    parser.add_argument("--devices", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--timeout", type=float, default=300.0,
+                        help="seconds for one device count's process before it is killed")
+    parser.add_argument("--tries", type=int, default=2,
+                        help="processes started per device count before giving up on it")
+    parser.add_argument("--stage", type=int, help=argparse.SUPPRESS)  # the child's job
     args = parser.parse_args()
     steps, repeat = (10, 3) if args.quick else (args.steps, args.repeat)
-    params, x, y = initial()
-    print(f"{len(jax.devices())} CPU devices, {os.cpu_count()} cores; global batch {BATCH}, "
-          f"MLP {SIZES}, Adam, float32; {steps} steps per block, {repeat} blocks per side")
-    print(f"{'devices':>7} {'jax.jit (ms/step)':>24} {'tapegrad (ms/step)':>24} {'ratio':>6}")
-    for devices in (1, 2, 4):
-        tg_call, tg_wait = tapegrad_side(devices, params, x, y)
-        jx_call, jx_wait = peer_side(devices, params, x, y)
-        a = [tg_wait(tg_call()) for _ in range(5)]
-        b = [jx_wait(jx_call()) for _ in range(5)]
-        if not np.allclose(a, b, rtol=1e-4):
-            raise SystemExit(f"the two sides differ on {devices} devices: {a} vs {b}")
-        runs_tg, runs_jx = [], []
-        for _ in range(repeat):
-            runs_jx.append(block(jx_call, jx_wait, steps))
-            runs_tg.append(block(tg_call, tg_wait, steps))
-        mj, mt = statistics.median(runs_jx), statistics.median(runs_tg)
-        fmt = lambda r, m: f"{m * 1e3:.3f} [{min(r) * 1e3:.3f}-{max(r) * 1e3:.3f}]"  # noqa: E731
-        print(f"{devices:>7} {fmt(runs_jx, mj):>24} {fmt(runs_tg, mt):>24} {mt / mj:>6.2f}")
+    if args.stage is not None:
+        return stage(args.stage, steps, repeat)
+    print(f"{len(jax.devices())} virtual CPU devices, {os.cpu_count()} cores; global batch "
+          f"{BATCH}, MLP {SIZES}, Adam, float32; {steps} steps per block, {repeat} blocks per "
+          "side, alternating; one process per device count")
+    print(f"{'devices':>7} {'jax.jit ms/step':>22} {'tapegrad ms/step':>22} {'ratio':>6} "
+          "pair ratios        CPU-time pair ratios")
+
+    def fmt(r):
+        return f"{statistics.median(r) * 1e3:.3f} [{min(r) * 1e3:.3f}-{max(r) * 1e3:.3f}]"
+
+    for devices in args.devices:
+        for attempt in range(1, args.tries + 1):
+            got = run_stage(devices, steps, repeat, args.timeout)
+            if isinstance(got, dict):
+                break
+            print(f"{devices:>7} try {attempt}: {got}", flush=True)
+        else:
+            continue
+        rj, rt = got["jax"], got["tapegrad"]
+        pairs = [t / j for t, j in zip(rt, rj)]
+        cpu = [t / j for t, j in zip(got["tapegrad_cpu"], got["jax_cpu"])]
+        ratio = statistics.median(rt) / statistics.median(rj)
+        print(f"{devices:>7} {fmt(rj):>22} {fmt(rt):>22} {ratio:>6.2f} "
+              f"{statistics.median(pairs):.2f} [{min(pairs):.2f}-{max(pairs):.2f}] "
+              f"{statistics.median(cpu):.2f} [{min(cpu):.2f}-{max(cpu):.2f}]", flush=True)
 
 
 if __name__ == "__main__":

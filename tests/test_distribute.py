@@ -143,6 +143,20 @@ found["n_parts"] = len(parts)
 found["num_replicas"] = s.num_replicas_in_sync
 found["x_local_rows"] = [int(p.shape[0]) for p in s.experimental_local_results(x)]
 
+# donation: the step gives the replicated state's old buffers to its new values; a snapshot
+# taken before a step (as a tape's record keeps one) still reads its value after it
+program = next(iter(s._steps[step]._programs.values()))
+found["donated_sets"] = sorted(len(k) for k in program.jitted)
+pointers = [sh.data.unsafe_buffer_pointer() for sh in device_array(w).addressable_shards]
+snap = w._snapshot()
+s.run(step, args=(x, y))  # w's array is held by snap: not donated
+found["snapshot_changed"] = not np.array_equal(snap.numpy(), w.numpy())
+s.run(step, args=(x, y))  # w.numpy() made a host copy (a view): w is donated again from here
+pointers = [sh.data.unsafe_buffer_pointer() for sh in device_array(w).addressable_shards]
+s.run(step, args=(x, y))  # donated: every device's new w is written into its old buffer
+found["buffers_reused"] = pointers == [sh.data.unsafe_buffer_pointer()
+                                       for sh in device_array(w).addressable_shards]
+
 # reduce: a step's result is global; per-example values reduced along the batch axis
 pe = four["per_example"]
 found["reduce_sum_axis0"] = float(s.reduce("SUM", pe, axis=0).numpy())
@@ -229,6 +243,12 @@ def test_variables_and_slots_replicated_inputs_sharded(found):
     assert found["x_spec"] == _SPLIT
     assert found["x_local_rows"] == [2, 2, 2, 2]
     assert found["replicas_identical"]
+
+
+def test_the_step_donates_the_replicated_state(found):
+    assert found["donated_sets"][0] == 0 and found["donated_sets"][-1] >= 2  # w, b, slots...
+    assert found["buffers_reused"]
+    assert found["snapshot_changed"]  # readable after the step, and the old value
 
 
 def test_reduce(found):
@@ -319,3 +339,61 @@ def test_without_jax_the_strategy_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "jax", None)  # as if JAX were not installed
     with pytest.raises(ImportError, match=r'pip install "tapegrad\[jit\]"'):
         tg.distribute.MirroredStrategy()
+
+
+# --- several processes: what one process can check ---------------------------------------------
+def test_process_rows_gives_each_process_its_devices_rows():
+    rows = tg.distribute.process_rows
+    assert rows(8, [0, 0, 1, 1], 0) == slice(0, 4)
+    assert rows(8, [0, 0, 1, 1], 1) == slice(4, 8)
+    assert rows(12, [0, 1, 1, 2], 1) == slice(3, 9)  # uneven device counts per process
+    assert rows(6, [0, 0, 0], 0) == slice(0, 6)  # one process: the whole batch
+    batch = np.arange(16)
+    parts = [batch[rows(16, [0, 0, 1, 1, 2, 2, 3, 3], p)] for p in range(4)]
+    np.testing.assert_array_equal(np.concatenate(parts), batch)  # the shares tile the batch
+    with pytest.raises(ValueError, match="a batch of 6 rows cannot be split evenly across 4"):
+        rows(6, [0, 0, 1, 1], 0)
+    with pytest.raises(ValueError, match=r"process 2 has no device in the mesh.*\[0, 0, 1, 1\]"):
+        rows(8, [0, 0, 1, 1], 2)
+    with pytest.raises(ValueError, match=r"devices of process 0 are not adjacent.*\[0, 1, 0, 1\]"):
+        rows(8, [0, 1, 0, 1], 0)
+
+
+def test_several_processes_feed_their_own_rows_to_make_array_from_process_local_data(monkeypatch):
+    """One process posing as process 1 of 2 (one device each): the batch's second half and the
+    global shape go to jax.make_array_from_process_local_data; the Tensor holds its result and
+    the whole batch as its host value."""
+    s = tg.distribute.MirroredStrategy(devices=[0])
+    calls = []
+
+    def made(sharding, local, global_shape):
+        calls.append((sharding, np.array(local), tuple(global_shape)))
+        return jax.device_put(np.asarray(local), jax.devices()[0])
+
+    monkeypatch.setattr(jax, "make_array_from_process_local_data", made)
+    monkeypatch.setattr(s, "_process", 1)
+    monkeypatch.setattr(s, "devices", (_Posing(0), _Posing(1)))
+    batch = np.arange(8.0).reshape(4, 2)
+    x, y = s.experimental_distribute_values((batch, np.arange(3.0)))  # y: 3 rows, uneven
+    (sx, lx, gx), (sy, ly, gy) = calls
+    assert sx is s._sharded and gx == (4, 2)
+    np.testing.assert_array_equal(lx, batch[2:])
+    assert sy is s._replicated and gy == (3,)
+    np.testing.assert_array_equal(ly, np.arange(3.0))  # replicated: all of it
+    np.testing.assert_array_equal(x.numpy(), batch)
+
+
+class _Posing:
+    """A device of process ``process_index`` (for the test above)."""
+
+    def __init__(self, process_index):
+        self.process_index = process_index
+
+
+def test_one_process_puts_the_whole_batch_with_device_put():
+    s = tg.distribute.MirroredStrategy(devices=[0])
+    assert s._process is None  # jax.process_count() == 1: no per-process slicing
+    (x,) = s.experimental_distribute_values((np.arange(6.0).reshape(3, 2),))
+    a = tg._tensor.device_array(x)
+    assert a.sharding == s._sharded and a.shape == (3, 2)
+    np.testing.assert_array_equal(np.asarray(a), np.arange(6.0).reshape(3, 2))

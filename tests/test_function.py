@@ -570,6 +570,72 @@ def test_a_variable_a_program_only_reads_is_put_on_the_device_once():
     np.testing.assert_allclose(f(x).numpy(), [15.0, 24.0])
 
 
+def _donating_step():
+    """Variables v (read and written by the step) and w (only read), and the step."""
+    v = tg.Variable(np.arange(4.0), name="v")
+    w = tg.Variable(np.ones(4), name="w")
+
+    @tg.function(jit_compile=True)
+    def step():
+        v.assign(v * 2.0 + w)
+
+    step()
+    step()  # v now holds the device array the last call wrote, with no host copy
+    return v, w, step
+
+
+@_device_resident
+def test_a_step_donates_the_old_state_only_nothing_else_holds():
+    from tapegrad._tensor import device_array
+
+    v, w, step = _donating_step()  # v: 0 1 2 3 -> 1 3 5 7 -> 3 7 11 15
+    (program,) = step._programs.values()
+    before = device_array(v).unsafe_buffer_pointer()
+    step()  # v's old buffer was donated: XLA wrote the new value into it
+    assert device_array(v).unsafe_buffer_pointer() == before
+    assert (0,) in program.jitted  # v (argument 0) donated; w, only read, never
+    np.testing.assert_array_equal(v.numpy(), [7.0, 15.0, 23.0, 31.0])
+    np.testing.assert_array_equal(w.numpy(), [1.0, 1.0, 1.0, 1.0])
+
+    # what still holds v's value before a step keeps that value after it
+    step()  # 15 31 47 63, no host copy
+    snapshot = v._snapshot()  # as a tape's record keeps it: the device array, shared
+    step()
+    array = device_array(v)  # the device array itself
+    step()
+    read = v.read_value()  # a Tensor read eagerly (a host copy)
+    step()
+    view = v.numpy()  # a NumPy view
+    step()
+    with tg.GradientTape() as tape:  # a tape records a compiled call reading v
+        y = tg.function(lambda: tg.sum(v * v), jit_compile=True)()
+    step()
+    want = [[15.0, 31.0, 47.0, 63.0]]
+    for _ in range(5):
+        want.append([2 * a + 1 for a in want[-1]])
+    np.testing.assert_array_equal(snapshot.numpy(), want[0])
+    np.testing.assert_array_equal(np.asarray(array), want[1])
+    np.testing.assert_array_equal(read.numpy(), want[2])
+    np.testing.assert_array_equal(view, want[3])
+    np.testing.assert_array_equal(tape.gradient(y, v).numpy(), [2 * a for a in want[4]])
+    np.testing.assert_array_equal(v.numpy(), want[5])
+
+
+@_device_resident
+def test_no_donation_while_a_tape_records():
+    from tapegrad._tensor import device_array
+
+    v, w, step = _donating_step()
+    (program,) = step._programs.values()
+    with tg.GradientTape():
+        assert program._donated() == ()
+        before = device_array(v).unsafe_buffer_pointer()
+        step()  # the old buffer, not donated, is alive while the new one is written
+        assert device_array(v).unsafe_buffer_pointer() != before
+    assert program._donated() == (0,)
+    np.testing.assert_array_equal(v.numpy(), [7.0, 15.0, 23.0, 31.0])
+
+
 def _mlp_training(compiled, steps=5):
     rng = np.random.default_rng(0)
     params = [tg.Variable(rng.normal(size=(8, 16)).astype(np.float32) / 3, name="w1"),

@@ -53,7 +53,7 @@ from . import _backend, _leaks, _records, _registry, _structural, config
 from ._records import record
 from ._tape import GradientTape, UnconnectedGradients
 from ._tensor import (DeviceTensor, Tensor, Variable, _wrap, bind_variables, device_array,
-                      on_device, peek, set_on_device, visible_variables)
+                      on_device, peek, set_on_device, sole_device_arrays, visible_variables)
 from .errors import NumericsError, describe_fn
 
 __all__ = ["function", "Function", "TensorSpec", "RetracingWarning"]
@@ -505,6 +505,12 @@ class _Program:
             return fun(*full, *vals[n_used:])
 
         self.compiled = jax.jit(program)
+        # Donation: the used Variables the program also writes may give their buffers to
+        # their new values, when nothing else holds them (_donated); a jit per donated set
+        changed = set(map(id, self.changed))
+        self.donatable = [k for k, v in enumerate(self.variables) if id(v) in changed]
+        self.jitted = {(): self.compiled}
+        self.program = program
         replay = self._replay_function()
         names = [*[f"args[{i}]" for i in range(len(self.dynamic))],
                  *_registry.variable_names(self.variables)]
@@ -552,13 +558,27 @@ class _Program:
     def _dispatch(self, leaves, jax):
         """Call the program (in 64-bit mode) on the used Variables and the dynamic leaves;
         returns its flat outputs (JAX arrays, not waited for)."""
+        donated = self._donated()
+        compiled = self.jitted.get(donated)
+        if compiled is None:
+            compiled = self.jitted[donated] = jax.jit(self.program, donate_argnums=donated)
         values = [_variable_input(v, jax) for v in self.variables]
         for k in self.dynamic:
             values.append(_input(leaves[k]))
         try:
-            return self.compiled(*values)
+            return compiled(*values)
         except jax.errors.JaxRuntimeError as e:  # a callback of tapegrad's raised
             raise _runtime_error(e, self.name) from None
+
+    def _donated(self) -> tuple:
+        """The positions (among the program's arguments) of the Variables whose old device
+        arrays this call donates: those it reads and writes whose array nothing else holds
+        (``sole_device_arrays``: no snapshot, no host copy, no other reference), so no value a
+        user or a tape kept changes. None of them while a tape records (its record reads
+        the Variables after the call)."""
+        if not self.donatable or _records._state.tapes:
+            return ()
+        return sole_device_arrays(self.variables, self.donatable)
 
     # --- gradients through a call -------------------------------------------------------------
     def _replay_function(self):

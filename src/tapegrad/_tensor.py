@@ -350,6 +350,41 @@ def set_on_device(v, array, host=None, name=None) -> None:
     _DEVICE.__set__(v, [array, host, name])
 
 
+def _device_refs(v) -> tuple:
+    """(references to Variable ``v``'s device cache, to its device array), counted as
+    :func:`sole_device_arrays` counts them (for its calibration, ``_SOLE_REFS``)."""
+    cache = _DEVICE.__get__(v)
+    return sys.getrefcount(cache), sys.getrefcount(cache[0])
+
+
+def sole_device_arrays(variables, positions) -> tuple:
+    """The positions ``k`` among ``positions`` (indices into the list ``variables``) whose
+    Variable's device array nothing but the Variable holds: a compiled call that writes
+    ``variables[k]`` may then donate that array (let XLA reuse its buffer for the new value).
+
+    A Variable is left out when it has no device array, is bound in this thread, or has a
+    host copy (a NumPy view of the buffer may be out: ``numpy()`` returned it), or when
+    another Python object references its device cache (a snapshot: ``read_value()``, a
+    tape's record) or the array itself: found by reference count, as
+    :meth:`Variable.assign_add` decides whether it may update in place (the counts as
+    :func:`_device_refs` takes them, calibrated below; the loop computes them the same way)."""
+    get, count = _DEVICE.__get__, sys.getrefcount
+    bound = _binding.values
+    most_cache, most_array = _SOLE_REFS
+    out = []
+    for k in positions:
+        v = variables[k]
+        try:
+            cache = get(v)
+        except AttributeError:
+            continue
+        if (cache is None or cache[1] is not None or count(cache) > most_cache
+                or count(cache[0]) > most_array or (bound is not None and v._id in bound)):
+            continue
+        out.append(k)
+    return tuple(out)
+
+
 class Variable(DeviceTensor):
     """A mutable tensor: model parameters and optimizer state.
 
@@ -648,3 +683,14 @@ def _raw(a):
 
 
 _ALONE_REFS = Variable(np.zeros(1))._refs()  # calibrated: counting differs across CPython versions
+
+
+def _calibrate_sole_refs():
+    """The counts :func:`_device_refs` gives for a Variable whose device cache and array
+    only it holds (counting differs across CPython versions)."""
+    v = Variable(np.zeros(1))
+    set_on_device(v, np.zeros(1))  # any object does: only the counts are read
+    return _device_refs(v)
+
+
+_SOLE_REFS = _calibrate_sole_refs()

@@ -28,7 +28,7 @@ from ._function import (Function, _BoundFunction, _callback_mesh, _input, _jax, 
                         _variable_input)
 from ._tensor import Tensor, Variable, device_array, live_variables, on_device, set_on_device
 
-__all__ = ["MirroredStrategy", "ReduceOp", "get_strategy", "has_strategy"]
+__all__ = ["MirroredStrategy", "ReduceOp", "get_strategy", "has_strategy", "process_rows"]
 
 _AXIS = "batch"
 _state = threading.local()  # .strategy: the strategy whose scope is entered in this thread
@@ -51,7 +51,8 @@ def has_strategy() -> bool:
 
 
 class MirroredStrategy:
-    """Synchronous data parallelism on the devices of one host (``tf.distribute.MirroredStrategy``).
+    """Synchronous data parallelism (``tf.distribute.MirroredStrategy``) on the devices of one
+    process, or of several (``jax.distributed.initialize``: each process feeds its own rows).
 
     Args:
         devices: None for every device of JAX's default backend (``jax.devices()``), or a
@@ -59,7 +60,8 @@ class MirroredStrategy:
             ``jax.devices()``).
 
     Raises ``ImportError`` without JAX, ``ValueError`` for an empty or repeated device list or
-    an index out of range, ``TypeError`` for a device that is neither.
+    an index out of range (or, on several processes, when a process's devices are not
+    adjacent in the list), ``TypeError`` for a device that is neither.
 
     * ``with strategy.scope():`` Variables created in the block are put on every device
       (a replicated ``NamedSharding``); optimizer slots a step creates are replicated too.
@@ -101,6 +103,10 @@ class MirroredStrategy:
                                  f"{chosen}")
         self._jax = jax
         self.devices = tuple(chosen)
+        # several processes (jax.distributed): each feeds its own devices' rows of a batch
+        self._process = jax.process_index() if jax.process_count() > 1 else None
+        if self._process is not None:
+            process_rows(len(chosen), [d.process_index for d in chosen], self._process)
         self.mesh = Mesh(np.array(chosen, dtype=object), (_AXIS,))
         self._replicated = NamedSharding(self.mesh, PartitionSpec())
         self._sharded = NamedSharding(self.mesh, PartitionSpec(_AXIS))
@@ -147,11 +153,26 @@ class MirroredStrategy:
         set_on_device(v, self._put(_backend.to_numpy(host), self._replicated), host=host)
 
     def _put(self, array, sharding):
+        """``array`` (a host or device array, the whole value) on the mesh with ``sharding``.
+        On several processes each process passes only its own devices' part (its rows for the
+        split sharding, everything for the replicated one) to
+        ``jax.make_array_from_process_local_data``."""
         jax = self._jax
         if config.x64_enabled(jax):
-            return jax.device_put(array, sharding)
+            return self._place(array, sharding)
         with config.x64_scope(jax):  # float64 stays float64, as in tapegrad's programs
+            return self._place(array, sharding)
+
+    def _place(self, array, sharding):
+        jax = self._jax
+        if self._process is None:
             return jax.device_put(array, sharding)
+        array = np.asarray(array)
+        local = array
+        if sharding is self._sharded:
+            local = array[process_rows(array.shape[0], [d.process_index for d in self.devices],
+                                       self._process)]
+        return jax.make_array_from_process_local_data(sharding, local, array.shape)
 
     # --- data -----------------------------------------------------------------------------------
     def experimental_distribute_values(self, batch):
@@ -160,7 +181,9 @@ class MirroredStrategy:
         along its first axis (``NamedSharding(mesh, P("batch"))``). A leaf whose first axis is
         not a multiple of :attr:`num_replicas_in_sync` (an uneven last batch) is replicated
         instead: every device computes the whole of it, which gives one device's results.
-        Raises ``ValueError`` for a 0-d leaf, naming it."""
+        On several processes ``batch`` is the global batch and each process puts only its own
+        devices' rows (see :meth:`experimental_distribute_dataset`). Raises ``ValueError``
+        for a 0-d leaf, naming it."""
         jax = self._jax
         paths, treedef = jax.tree_util.tree_flatten_with_path(
             batch, is_leaf=lambda x: isinstance(x, Tensor))
@@ -180,7 +203,13 @@ class MirroredStrategy:
         """An iterable over ``dataset`` (any iterable of batches: arrays, Tensors, or nests of
         them, the batch along the first axis) whose batches are put on the devices by
         :meth:`experimental_distribute_values`: split along the batch axis, an uneven last
-        batch replicated. Each pass iterates ``dataset`` again."""
+        batch replicated. Each pass iterates ``dataset`` again.
+
+        On several processes (``jax.distributed.initialize``; ``jax.process_count() > 1``)
+        every process iterates the same ``dataset`` of *global* batches (same order; TensorFlow's
+        ``AutoShardPolicy.DATA``) and puts only its own share on its devices: the rows of its
+        devices' shards (:func:`process_rows`), passed to
+        ``jax.make_array_from_process_local_data``, which makes the global array."""
         return _DistributedDataset(self, dataset)
 
     # --- steps ----------------------------------------------------------------------------------
@@ -275,13 +304,15 @@ class MirroredStrategy:
     def experimental_local_results(self, value):
         """The per-device parts of ``value`` (a step's result or a distributed batch): a tuple
         of NumPy arrays, one per device in :attr:`devices` order (a replicated value gives the
-        whole value on each)."""
+        whole value on each). On several processes: this process's devices only."""
+        local = [d for d in self.devices if self._process is None
+                 or d.process_index == self._process]
         a = device_array(value) if isinstance(value, Tensor) else value
         if a is None or not hasattr(a, "addressable_shards"):
             host = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
-            return tuple(host for _ in self.devices)
+            return tuple(host for _ in local)
         by_device = {s.device: np.asarray(s.data) for s in a.addressable_shards}
-        return tuple(by_device[d] for d in self.devices)
+        return tuple(by_device[d] for d in local)
 
     # --- inspection -------------------------------------------------------------------------------
     def experimental_compiled_text(self, fn, args=(), kwargs=None) -> str:
@@ -301,6 +332,42 @@ class MirroredStrategy:
                 return program.compiled.lower(*values).compile().as_text()
         raise ValueError(f"{self!r}.experimental_compiled_text: no program of {fn!r} for these "
                          "arguments; call strategy.run(fn, args) first")
+
+
+def process_rows(rows, processes, process_index) -> slice:
+    """The rows of a global batch that one process feeds when the batch is split evenly
+    across a mesh's devices (:meth:`MirroredStrategy.experimental_distribute_dataset` on
+    several processes).
+
+    Args:
+        rows: the global batch's first-axis length (an int), a multiple of
+            ``len(processes)``.
+        processes: the ``process_index`` of each device of the mesh, in mesh order
+            (``[0, 0, 1, 1]``: 2 processes of 2 devices each); process ``p``'s devices must
+            be adjacent, as ``jax.devices()`` orders them.
+        process_index: the process asking (``jax.process_index()``).
+
+    Returns ``slice(start, stop)``: the rows of that process's devices' shards, in order
+    (``rows // len(processes)`` per device). Raises ``ValueError`` if ``rows`` is not a
+    multiple of the device count, if the process has no device in the mesh, or if its devices
+    are not adjacent (its rows would not be one block).
+    """
+    processes = list(processes)
+    n = len(processes)
+    if n == 0 or rows % n:
+        raise ValueError(f"process_rows: a batch of {rows} rows cannot be split evenly across "
+                         f"{n} devices")
+    mine = [k for k, p in enumerate(processes) if p == process_index]
+    if not mine:
+        raise ValueError(f"process_rows: process {process_index} has no device in the mesh "
+                         f"(the devices' processes are {processes}); every process must "
+                         "hold some of the strategy's devices")
+    if mine[-1] - mine[0] + 1 != len(mine):
+        raise ValueError(f"process_rows: the devices of process {process_index} are not "
+                         f"adjacent in the mesh (the devices' processes are {processes}); list "
+                         "each process's devices together, as jax.devices() does")
+    per = rows // n
+    return slice(mine[0] * per, (mine[-1] + 1) * per)
 
 
 class _DistributedDataset:
