@@ -1008,3 +1008,29 @@ def test_64_bit_mode_is_scoped_to_tapegrad_programs():
         print(jax.config.jax_enable_x64, f(tg.constant(1.0)).dtype, (tg.constant(1.0) * 2.0).dtype)
     """, TAPEGRAD_ARRAY_BACKEND="jax.numpy")
     assert jax_backend[0] == "True float64 float64"  # eager tapegrad on JAX arrays: process-wide
+
+
+def test_a_call_that_reads_then_assigns_a_variable_differentiates_at_the_value_it_read():
+    # the record of the call keeps the Variable's value before the call's own write, as the
+    # eager computation does (it kept the written value: dy/dx was 20 instead of 2)
+    def body(v):
+        def f(x):
+            y = x * v
+            v.assign(v * 10.0)
+            return y
+        return f
+
+    results = {}
+    for mode in ("eager", "compiled"):
+        v = tg.Variable(2.0)
+        f = body(v) if mode == "eager" else tg.function(body(v))
+        x = tg.constant(3.0)
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = f(x)
+        gx, gv = tape.gradient(y, [x, v])
+        with tg.ForwardAccumulator(x, tg.constant(1.0)) as acc:
+            z = f(x)
+        results[mode] = (y.numpy(), gx.numpy(), gv.numpy(), acc.jvp(z).numpy(), v.numpy())
+    np.testing.assert_allclose(results["eager"], [6.0, 2.0, 3.0, 20.0, 200.0])
+    np.testing.assert_allclose(results["compiled"], results["eager"])

@@ -538,16 +538,15 @@ class _Program:
             with config.x64_scope(jax):  # as traced: JAX keys its programs by the setting
                 flat = self._dispatch(leaves, jax)
         n_out, name = self.n_out, self.name
-        if _backend._default.__name__.startswith("jax"):  # JAX is the eager backend too
-            outs = [_wrap(a) for a in flat[:n_out]]
-            for v, a in zip(self.state, flat[n_out:]):
-                v._value = a
-        else:  # device-resident: copied to the default backend when first read there
-            outs = [on_device(a, name) for a in flat[:n_out]]
-            for v, a in zip(self.state, flat[n_out:]):
-                set_on_device(v, a, name=name)
-        if _records._state.tapes:
+        on_jax = _backend._default.__name__.startswith("jax")  # JAX is the eager backend too
+        outs = [_wrap(a) if on_jax else on_device(a, name) for a in flat[:n_out]]
+        if _records._state.tapes:  # before the writes: the record keeps the values read
             self._record(leaves, self.variables, outs)
+        for v, a in zip(self.state, flat[n_out:]):
+            if on_jax:
+                v._value = a
+            else:  # device-resident: copied to the default backend when first read there
+                set_on_device(v, a, name=name)
         if self.single:
             return outs[0]
         result = list(self.out_leaves)
