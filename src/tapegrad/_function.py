@@ -230,10 +230,10 @@ class Function:
                         return program.run(leaves)
                     self._retrace.discard(key)
                     self._programs[key] = program
-                    found = None if kwargs else _tensor_inputs(args)
-                    if found is not None:
-                        self._by_shapes[(_SELF, id(instance), found[0]) if bound
-                                        else found[0]] = program
+        found = None if kwargs else _tensor_inputs(args)
+        if found is not None:  # later calls like it take the Tensors-only path
+            self._by_shapes[(_SELF, id(instance), found[0]) if bound else found[0]] = program
+            return program.call(found[1], args)
         return program.run(leaves)
 
     # --- the retracing warning ----------------------------------------------------------------
