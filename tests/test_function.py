@@ -636,6 +636,59 @@ def test_no_donation_while_a_tape_records():
     np.testing.assert_array_equal(v.numpy(), [7.0, 15.0, 23.0, 31.0])
 
 
+def test_the_tensors_only_path_gives_what_the_general_path_gives(monkeypatch):
+    # Calls whose arguments are all Tensors find their program and inputs in one pass
+    # (Function._call, _tensor_inputs); a keyword argument takes the general path (JAX's
+    # trees, Program.run). Both must give the same results, Variables and gradients.
+    from tapegrad import _function
+
+    general = []
+    run = _function._Program.run
+    monkeypatch.setattr(_function._Program, "run",
+                        lambda self, leaves: general.append(1) or run(self, leaves))
+
+    def make():
+        w = tg.Variable(np.array([0.5, -1.0, 2.0]), name="w")
+        n = tg.Variable(np.array(0), trainable=False, name="n")
+
+        def f(x, k):
+            n.assign_add(1)
+            w.assign(w * 0.5 + tg.astype(k, w.dtype))
+            return {"y": tg.sin(x) * w, "k": k * 2, "note": "static"}
+
+        return tg.function(f, jit_compile=True), w, n
+
+    fast, w1, n1 = make()
+    slow, w2, n2 = make()
+    x = tg.constant([0.1, 0.2, 0.3])
+    k = tg.asarray(np.int32(3), device=jax.devices()[0])
+    host_ok = type(x._value) is np.ndarray  # another backend's host value: the general path
+    a, b = fast(x, k), slow(x, k=k)  # first calls: traced, both general
+    for step in range(4):  # later: results (device-resident) and a host-held Tensor go back in
+        calls = len(general)
+        xa, xb = (x, x) if step == 2 else (a["y"], b["y"])
+        a, b = fast(xa, k), slow(xb, k=k)
+        # only the keyword call took the general path
+        assert len(general) == calls + 1 + (step == 2 and not host_ok)
+        assert a["note"] == b["note"] == "static"
+        for key in ("y", "k"):
+            assert a[key].dtype == b[key].dtype
+            np.testing.assert_array_equal(a[key].numpy(), b[key].numpy())
+        np.testing.assert_array_equal(w1.numpy(), w2.numpy())
+        assert int(n1.numpy()) == int(n2.numpy())
+    assert a["k"].dtype == np.int32 and int(n1.numpy()) == 5
+    with tg.GradientTape() as t1:
+        t1.watch(x)
+        y1 = tg.sum(fast(x, k)["y"] ** 2)
+    with tg.GradientTape() as t2:
+        t2.watch(x)
+        y2 = tg.sum(slow(x, k=k)["y"] ** 2)
+    g1, gw1 = t1.gradient(y1, [x, w1])
+    g2, gw2 = t2.gradient(y2, [x, w2])
+    np.testing.assert_array_equal(g1.numpy(), g2.numpy())
+    np.testing.assert_array_equal(gw1.numpy(), gw2.numpy())
+
+
 def _mlp_training(compiled, steps=5):
     rng = np.random.default_rng(0)
     params = [tg.Variable(rng.normal(size=(8, 16)).astype(np.float32) / 3, name="w1"),
@@ -976,6 +1029,27 @@ def test_a_method_decorator_without_signature_and_eager_mode():
         tg.config.run_functions_eagerly(False)
 
 
+def test_x64_caller_turns_64_bit_mode_on_for_the_call_only():
+    from tapegrad import config
+
+    call = config.x64_caller(jax)
+    before = config.x64_enabled(jax)
+    assert call(lambda a: (config.x64_enabled(jax), jax.numpy.zeros(1).dtype, a), (7,)) == (
+        True, np.float64, 7)
+    assert config.x64_enabled(jax) == before
+
+    def fails():
+        raise KeyError("inside")
+
+    with pytest.raises(KeyError, match="inside"):
+        call(fails, ())
+    assert config.x64_enabled(jax) == before
+    if hasattr(jax, "enable_x64") and hasattr(jax.enable_x64, "value"):
+        with jax.enable_x64(False):  # the user's thread in 32-bit mode
+            assert call(lambda: jax.numpy.zeros(1).dtype, ()) == np.float64
+            assert jax.numpy.zeros(1).dtype == np.float32
+
+
 def test_64_bit_mode_is_scoped_to_tapegrad_programs():
     out = _fresh_process("""
         import jax, jax.numpy as jnp, numpy as np, tapegrad as tg
@@ -1002,6 +1076,16 @@ def test_64_bit_mode_is_scoped_to_tapegrad_programs():
     assert out[0] == "float32 False float64 2.0"
     assert out[1] == "int64 3 ndarray float64 float32"
     assert out[2] == "float64 [2.0, 8.0] float32 int32"
+    repeated = _fresh_process("""
+        import jax, jax.numpy as jnp, numpy as np, tapegrad as tg
+        f = tg.function(lambda x, k: (x / 3.0, k + 1), jit_compile=True)
+        x, k = tg.constant(1.0), tg.constant(np.int64(2 ** 40))
+        for _ in range(3):  # after the first: the Tensors-only path, on device-resident inputs
+            x, k = f(x, k)
+            assert jnp.zeros(1).dtype == np.float32 and not jax.enable_x64.value
+        print(x.dtype, x.numpy() == 1.0 / 27.0, k.dtype, int(k) == 2 ** 40 + 3)
+    """)
+    assert repeated[0] == "float64 True int64 True"
     jax_backend = _fresh_process("""
         import jax, tapegrad as tg
         f = tg.function(lambda x: x * 2.0)

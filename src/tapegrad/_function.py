@@ -53,7 +53,8 @@ from . import _backend, _leaks, _records, _registry, _structural, config
 from ._records import record
 from ._tape import GradientTape, UnconnectedGradients
 from ._tensor import (DeviceTensor, Tensor, Variable, _wrap, bind_variables, device_array,
-                      on_device, peek, set_on_device, sole_device_arrays, visible_variables)
+                      device_arrays, on_device, peek, set_all_on_device, set_on_device,
+                      sole_device_arrays, visible_variables)
 from .errors import NumericsError, describe_fn
 
 __all__ = ["function", "Function", "TensorSpec", "RetracingWarning"]
@@ -193,15 +194,16 @@ class Function:
         if self._signature is not None:
             self._check_signature(args)
         bound = instance is not _UNBOUND
+        if self._by_shapes and not kwargs and not config._run_eagerly:
+            # Tensors only: the program and its inputs found in one pass, without JAX's trees
+            found = _tensor_inputs(args)
+            if found is not None:
+                program = self._by_shapes.get((_SELF, id(instance), found[0]) if bound
+                                              else found[0])
+                if program is not None:
+                    return program.call(found[1], args)
         if config._run_eagerly or not self._compiles():
             return self._func(instance, *args, **kwargs) if bound else self._func(*args, **kwargs)
-        if not kwargs and self._by_shapes:  # Tensors only: found without JAX's tree functions
-            fast = _shapes_key(args)
-            if fast is not None and bound:
-                fast = (_SELF, id(instance), fast)
-            program = self._by_shapes.get(fast)
-            if program is not None:
-                return program.run(args)
         jax = self._jax or _jax()
         self._jax = jax
         leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
@@ -228,10 +230,10 @@ class Function:
                         return program.run(leaves)
                     self._retrace.discard(key)
                     self._programs[key] = program
-                    by_shapes = None if kwargs else _shapes_key(args)
-                    if by_shapes is not None:
-                        self._by_shapes[(_SELF, id(instance), by_shapes) if bound
-                                        else by_shapes] = program
+        found = None if kwargs else _tensor_inputs(args)
+        if found is not None:  # later calls like it take the Tensors-only path
+            self._by_shapes[(_SELF, id(instance), found[0]) if bound else found[0]] = program
+            return program.call(found[1], args)
         return program.run(leaves)
 
     # --- the retracing warning ----------------------------------------------------------------
@@ -379,26 +381,31 @@ def _describe_path(path, names):
     return what + (jax.tree_util.keystr(tuple(rest)) if rest else "")
 
 
-def _shapes_key(args):
-    """The key of a call whose arguments are all Tensors holding NumPy or (concrete) JAX
-    arrays (device-resident ones included): their shapes and dtypes, which decide its program
-    as its full key does. None for any other call (a tracer among them: the call is inlined
-    into a trace)."""
-    key = []
+def _tensor_inputs(args):
+    """``(key, inputs)`` of a call whose arguments are all Tensors holding NumPy or (concrete)
+    JAX arrays (device-resident ones included): the key is their shapes and dtypes, which
+    decide the program as the call's full key does, and the inputs are the arrays the
+    program takes (as :func:`_input` gives them). None for any other call (a tracer among
+    them: the call is inlined into a trace)."""
+    key, inputs = [], []
     for a in args:
         kind = type(a)
-        if kind is Tensor:
+        if kind is DeviceTensor:
+            v = device_array(a)
+            if v is None:  # rebound since: its host value
+                v = a._value
+                if type(v) not in _AS_IS:
+                    return None
+        elif kind is Tensor:
             v = a._value
             if type(v) not in _AS_IS:
                 return None
-        elif kind is DeviceTensor:  # its device array, or the host copy made from it
-            v = peek(a)
-            key.append((tuple(v.shape), _backend.np_dtype(v.dtype)))
-            continue
         else:
             return None
-        key.append((v.shape, v.dtype))
-    return tuple(key)
+        key.append(v.shape)
+        key.append(v.dtype)
+        inputs.append(v)
+    return tuple(key), inputs
 
 
 def _is_array(x) -> bool:
@@ -511,6 +518,7 @@ class _Program:
         self.donatable = [k for k, v in enumerate(self.variables) if id(v) in changed]
         self.jitted = {(): self.compiled}
         self.program = program
+        self.in_x64 = config.x64_caller(jax)
         replay = self._replay_function()
         names = [*[f"args[{i}]" for i in range(len(self.dynamic))],
                  *_registry.variable_names(self.variables)]
@@ -526,27 +534,43 @@ class _Program:
         return _jax().tree_util.tree_unflatten(self.treedef, lv)
 
     def run(self, leaves):
-        """Call the compiled program on the leaves of a call's arguments; returns the result.
+        """Call the compiled program on the leaves of a call's arguments; returns the result
+        (see :meth:`call`)."""
+        return self.call([_input(leaves[k]) for k in self.dynamic], leaves)
+
+    def call(self, inputs, leaves):
+        """Call the compiled program on ``inputs``, the dynamic leaves of a call's arguments as
+        it takes them (:func:`_input`); ``leaves`` are the call's argument leaves, recorded on
+        the recording tapes. Returns the result.
 
         The call is dispatched asynchronously (JAX's default): the returned Tensors and the
         Variables it assigns hold the program's device arrays, which the next call takes as
         they are; the first read of a value on the host waits (``_to_host``)."""
         jax = self.jax
-        if config.x64_enabled(jax):  # already on (the user's setting): the scope costs 3-5 us
-            flat = self._dispatch(leaves, jax)
-        else:
-            with config.x64_scope(jax):  # as traced: JAX keys its programs by the setting
-                flat = self._dispatch(leaves, jax)
+        compiled = self.compiled
+        if self.donatable:  # decided before the inputs list holds the arrays (reference counts)
+            donated = self._donated()
+            if donated:
+                compiled = self.jitted.get(donated)
+                if compiled is None:
+                    compiled = self.jitted[donated] = jax.jit(self.program,
+                                                              donate_argnums=donated)
+        if self.variables:
+            inputs = [*_variable_inputs(self.variables, jax), *inputs]
+        try:  # in 64-bit mode, as traced: JAX keys its programs by the setting
+            flat = self.in_x64(compiled, inputs)
+        except jax.errors.JaxRuntimeError as e:  # a callback of tapegrad's raised
+            raise _runtime_error(e, self.name) from None
         n_out, name = self.n_out, self.name
         on_jax = _backend._default.__name__.startswith("jax")  # JAX is the eager backend too
         outs = [_wrap(a) if on_jax else on_device(a, name) for a in flat[:n_out]]
         if _records._state.tapes:  # before the writes: the record keeps the values read
             self._record(leaves, self.variables, outs)
-        for v, a in zip(self.state, flat[n_out:]):
-            if on_jax:
+        if on_jax:
+            for v, a in zip(self.state, flat[n_out:]):
                 v._value = a
-            else:  # device-resident: copied to the default backend when first read there
-                set_on_device(v, a, name=name)
+        elif self.state:  # device-resident: copied to the default backend when first read
+            set_all_on_device(self.state, flat[n_out:], name)
         if self.single:
             return outs[0]
         result = list(self.out_leaves)
@@ -554,28 +578,13 @@ class _Program:
             result[k] = t
         return jax.tree_util.tree_unflatten(self.out_tree, result)
 
-    def _dispatch(self, leaves, jax):
-        """Call the program (in 64-bit mode) on the used Variables and the dynamic leaves;
-        returns its flat outputs (JAX arrays, not waited for)."""
-        donated = self._donated()
-        compiled = self.jitted.get(donated)
-        if compiled is None:
-            compiled = self.jitted[donated] = jax.jit(self.program, donate_argnums=donated)
-        values = [_variable_input(v, jax) for v in self.variables]
-        for k in self.dynamic:
-            values.append(_input(leaves[k]))
-        try:
-            return compiled(*values)
-        except jax.errors.JaxRuntimeError as e:  # a callback of tapegrad's raised
-            raise _runtime_error(e, self.name) from None
-
     def _donated(self) -> tuple:
         """The positions (among the program's arguments) of the Variables whose old device
         arrays this call donates: those it reads and writes whose array nothing else holds
         (``sole_device_arrays``: no snapshot, no host copy, no other reference), so no value a
-        user or a tape kept changes. None of them while a tape records (its record reads
-        the Variables after the call)."""
-        if not self.donatable or _records._state.tapes:
+        user or a tape kept changes. None of them while a tape records (its record holds
+        snapshots of the Variables)."""
+        if _records._state.tapes:
             return ()
         return sole_device_arrays(self.variables, self.donatable)
 
@@ -622,6 +631,16 @@ def _input(x):
     return x if type(x) in _AS_IS else _host(x)
 
 
+def _variable_inputs(variables, jax) -> list:
+    """``[_variable_input(v, jax) for v in variables]``, the device arrays found in one pass
+    (what a call of a program that reads Variables does on each call)."""
+    arrays = device_arrays(variables)
+    for k, a in enumerate(arrays):
+        if a is None:
+            arrays[k] = _variable_input(variables[k], jax)
+    return arrays
+
+
 def _variable_input(v, jax):
     """Variable ``v``'s value as the program takes it: its device array, made from its host
     value on the first call that reads it and kept (``set_on_device``) until the value
@@ -632,7 +651,8 @@ def _variable_input(v, jax):
     a = v._value
     if isinstance(a, jax.Array):  # JAX's arrays and tracers (a binding of an outer trace)
         return a
-    d = jax.device_put(_host(a))
+    with config.x64_scope(jax):  # float64 stays float64
+        d = jax.device_put(_host(a))
     set_on_device(v, d, host=a)
     return d
 

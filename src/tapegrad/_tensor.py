@@ -314,6 +314,28 @@ def device_array(t):
     bound = _binding.values
     if bound is not None and t._id in bound:
         return None
+    return cache[0] if cache[1] is None else _current(t, cache)
+
+
+def device_arrays(variables) -> list:
+    """``[device_array(v) for v in variables]`` (Variables), looking at this thread's bindings
+    once: what a compiled call reads of its state on each call."""
+    if _binding.values is not None:
+        return [device_array(v) for v in variables]
+    arrays = []
+    for v in variables:
+        try:
+            cache = _DEVICE.__get__(v)
+        except AttributeError:  # never set: no device copy
+            cache = None
+        arrays.append(None if cache is None else cache[0] if cache[1] is None
+                      else _current(v, cache))
+    return arrays
+
+
+def _current(t, cache):
+    """``cache[0]`` if it holds ``t``'s present value (its host value is the host copy, or
+    there is none: then no host value exists, as no host copy was made), else None."""
     try:
         host = _SLOT.__get__(t)
     except AttributeError:
@@ -342,11 +364,31 @@ def set_on_device(v, array, host=None, name=None) -> None:
         if host is None:
             bound[v._id] = array
         return
+    _set_device(v, array, host, name)
+
+
+def set_all_on_device(variables, arrays, name) -> None:
+    """``set_on_device(v, a, name=name)`` for each Variable ``v`` and array ``a`` (the state a
+    compiled call wrote), looking at this thread's bindings once."""
+    if _binding.values is not None:
+        for v, a in zip(variables, arrays):
+            set_on_device(v, a, name=name)
+    else:
+        for v, a in zip(variables, arrays):
+            _set_device(v, a, None, name)
+
+
+def _set_device(v, array, host, name):
     if host is None:
         try:
-            _SLOT.__delete__(v)
+            cache = _DEVICE.__get__(v)
         except AttributeError:
-            pass
+            cache = None
+        if cache is None or cache[1] is not None:  # else the slot is empty already
+            try:
+                _SLOT.__delete__(v)
+            except AttributeError:
+                pass
     _DEVICE.__set__(v, [array, host, name])
 
 
