@@ -44,7 +44,6 @@ import os
 import re
 import sys
 import threading
-import types
 import warnings
 
 import numpy as np
