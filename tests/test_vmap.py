@@ -613,3 +613,142 @@ def test_small_eager_jacobians_take_rows(monkeypatch):
         j = tape.jacobian(y, x)
         close(j, np.concatenate([np.diag(2.0 * np.cos(val(x)[:n])), np.zeros((n, 40 - n))], 1))
         assert len(passes) == (1 if n == 40 and VECTORIZES else n)
+
+
+# --- eager calls compiled once per signature ------------------------------------------------
+def _counted(fn):
+    calls = []
+
+    def f(*args):
+        calls.append(1)
+        return fn(*args)
+
+    return f, calls
+
+
+@pytest.mark.skipif(not VECTORIZES, reason="the compiled eager path takes NumPy and JAX values")
+def test_eager_calls_are_compiled_once_per_signature_with_the_op_by_op_values(monkeypatch):
+    """A batched function called eagerly again with the same shapes and dtypes runs its
+    compiled program (the Python function is not run again) and gives the values of the op
+    by op path (``_COMPILE_EAGER`` off) and JAX's; a new shape, dtype, axis or static value
+    traces again."""
+    monkeypatch.setattr(batching, "_FORCE_LOOP", False)
+    f, calls = _counted(tg.grad(loss_tg))
+    batched = tg.vmap(f, in_axes=(None, 0, 0))
+    ref = jax.jit(jax.vmap(jax.grad(loss_jax), in_axes=(None, 0, 0)))
+    for k in range(3):
+        xs, ys = XS * (k + 1), YS - k
+        got = batched(tparams(), xs, ys)
+        close(got, ref(PARAMS, xs, ys))
+        monkeypatch.setattr(batching, "_COMPILE_EAGER", False)
+        close(got, tg.vmap(tg.grad(loss_tg), in_axes=(None, 0, 0))(tparams(), xs, ys))
+        monkeypatch.setattr(batching, "_COMPILE_EAGER", True)
+    assert len(calls) == 1
+    close(batched(tparams(), XS[:3], YS[:3]), ref(PARAMS, XS[:3], YS[:3]))
+    assert len(calls) == 2  # another batch size
+    close(batched(tparams(), XS.astype(np.float32), YS), ref(PARAMS, XS.astype(np.float32), YS),
+          rtol=1e-5)
+    assert len(calls) == 3  # another dtype
+    scaled, calls = _counted(lambda x, s: x * s)
+    g = tg.vmap(scaled, in_axes=(0, None))
+    close(g(XS, 2.0), XS * 2.0)
+    close(g(XS, 3.0), XS * 3.0)  # a static value is part of the signature
+    close(g(XS, 3.0), XS * 3.0)
+    assert len(calls) == 2
+
+
+@needs_jax
+def test_eager_calls_reading_outer_tensors_or_drawing_run_op_by_op(monkeypatch):
+    """A function that reads a tensor made before the call (a closure rebound between calls,
+    a Variable assigned) or draws random numbers is not kept compiled: each call sees the
+    current values and draws new numbers, as op by op."""
+    monkeypatch.setattr(batching, "_FORCE_LOOP", False)
+    c = tg.constant(2.0)
+    closure, c_calls = _counted(lambda x: x * c)
+    by_closure = tg.vmap(closure)
+    close(by_closure(XS), XS * 2.0)
+    c = tg.constant(5.0)  # noqa: F841 - read by the closure
+    close(by_closure(XS), XS * 5.0)
+    v = tg.Variable(W)
+    by_variable = tg.vmap(lambda x: v @ x)
+    close(by_variable(XS), XS @ W.T)
+    v.assign(2.0 * W)
+    close(by_variable(XS), 2.0 * XS @ W.T)
+    noisy = tg.vmap(lambda x: x + tg.random.normal((4,)))
+    tg.random.set_seed(3)
+    a = val(noisy(XS))
+    b = val(noisy(XS))
+    tg.random.set_seed(3)
+    monkeypatch.setattr(batching, "_COMPILE_EAGER", False)
+    np.testing.assert_array_equal(val(noisy(XS)), a)  # the op-by-op path's numbers
+    np.testing.assert_array_equal(val(noisy(XS)), b)
+    assert not np.allclose(a, b)
+    assert len(c_calls) >= 2  # each call ran it (twice on array-api-strict: _probe)
+
+
+# --- batched cond: the unselected branch's derivative does not leak NaN ------------------------
+@needs_jax
+@pytest.mark.parametrize("branch", ["sqrt", "log"])
+def test_batched_cond_gradient_of_an_unselected_singular_branch_is_jaxs(engine, mode, branch):
+    """Under tg.vmap cond runs both branches; sqrt/log of the negative example's value has a
+    NaN derivative, which JAX's batched lax.cond does not pass on (its values: [0, 0.25]
+    for sqrt, [0, 0.25] for log at [-1, 4]); tapegrad gives JAX's values, in both modes,
+    reverse over the call and inside it, and forward."""
+    tg_fn, jax_fn = {"sqrt": (tg.sqrt, jnp.sqrt), "log": (tg.log, jnp.log)}[branch]
+    xs = np.array([-1.0, 4.0, 0.5])
+
+    def f(x):
+        return tg.cond(x > 0, lambda: tg_fn(x), lambda: 0.0 * x)
+
+    def f_jax(x):
+        return jax.lax.cond(x > 0, jax_fn, lambda x: 0.0 * x, x)
+
+    want = jax.vmap(jax.grad(f_jax))(xs)
+    assert np.all(np.isfinite(want))
+    close(run(mode, tg.vmap(tg.grad(f)), xs), want)
+    close(run(mode, tg.grad(lambda x: tg.sum(tg.vmap(f)(x))), xs),
+          jax.grad(lambda x: jnp.sum(jax.vmap(f_jax)(x)))(xs))
+    close(run(mode, tg.vmap(lambda x: tg.jvp(f, (x,), (tg.ones_like(x),))[1]), xs),
+          jax.vmap(lambda x: jax.jvp(f_jax, (x,), (jnp.ones_like(x),))[1])(xs))
+    close(run(mode, lambda x: tg.jvp(lambda x: tg.vmap(f)(x), (x,), (tg.ones_like(x),))[1],
+              tg.constant(xs)),
+          jax.jvp(jax.vmap(f_jax), (xs,), (jnp.ones_like(xs),))[1])
+
+
+@needs_jax
+def test_batched_switch_with_a_closed_over_parameter_gradient_is_jaxs(engine, mode):
+    """Three branches (indices clamped), a closed-over parameter and a Variable read inside
+    them: the gradients with respect to both are JAX's (finite where a branch is singular
+    at the other examples' values)."""
+    v = tg.Variable(B0)
+    idx = np.array([-2, 1, 5, 0, 2])  # examples 2 and 4 take the last branch (clamped)
+    w0 = np.abs(W)
+    xs = np.abs(XS) * np.array([1, 1, -1, 1, -1])[:, None]  # w0 @ x < 0 only there
+
+    def f(w, x, i):  # tg.lax.switch clamps the index as JAX's does
+        return tg.lax.switch(i, [lambda: tg.sum(tg.sqrt(w @ x) * v),
+                                 lambda: tg.sum(tg.log(w @ x) * v),
+                                 lambda: tg.sum(w @ x * v)])
+
+    def f_jax(w, x, i):
+        return jax.lax.switch(i, [lambda: jnp.sum(jnp.sqrt(w @ x) * B0),
+                                  lambda: jnp.sum(jnp.log(w @ x) * B0),
+                                  lambda: jnp.sum(w @ x * B0)])
+
+    def step(w, xs, i):
+        w = tg.identity(w)
+        with tg.GradientTape() as tape:
+            tape.watch(w)
+            total = tg.sum(tg.vmap(lambda x, i: f(w, x, i))(xs, i))
+        return tape.gradient(total, [w, v])
+
+    got = run(mode, step, w0, xs, idx)
+    want = jax.grad(lambda w, b: jnp.sum(jax.vmap(lambda x, i: jax.lax.switch(
+        i, [lambda: jnp.sum(jnp.sqrt(w @ x) * b), lambda: jnp.sum(jnp.log(w @ x) * b),
+            lambda: jnp.sum(w @ x * b)]))(xs, idx)), argnums=(0, 1))(w0, B0)
+    assert all(np.all(np.isfinite(w)) for w in want)
+    close(got, list(want))
+    per_example = run(mode, lambda xs, i, w: tg.vmap(tg.grad(lambda x, i, w: f(w, x, i)),
+                                                     in_axes=(0, 0, None))(xs, i, w),
+                      xs, idx, w0)
+    close(per_example, jax.vmap(jax.grad(lambda x, i: f_jax(w0, x, i)))(xs, idx))

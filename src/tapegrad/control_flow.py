@@ -666,20 +666,95 @@ def _select(where, index, branches, operands, names):
     batching of ``lax.switch`` does. Written with tapegrad ops rather than left to JAX, whose
     batched switch masks the unselected operands with ``stop_gradient``, which JAX cannot
     transpose when the operands are tapegrad's tangents (reverse mode through ``tg.vmap``).
-    Unlike JAX's, the gradient of an unselected branch is multiplied by zero, not cut: a
-    branch whose derivative is infinite or NaN on the other examples' values gives NaN."""
-    results = [tree_flatten(b(*operands)) for b in branches]
+
+    Recorded as one op (``Select``) of the tensors the branches read that were made before
+    (captures), whose derivatives give each example its own branch's only: the gradient of
+    each branch is taken with the cotangents of the examples that take it and then *masked*
+    (``where(take, g, 0)``), the JVP runs each branch on masked tangents and selects; so an
+    unselected branch whose derivative is infinite or NaN at the other examples' values
+    (``sqrt``, ``log`` of a negative) contributes an exact zero, as JAX's batched ``cond``
+    gives (its residuals of the unselected branch are zeros), where a plain ``tg.where`` of
+    the branches would give NaN (``0 * nan``). Second derivatives through an unselected
+    branch can still be NaN there."""
+    state = _records._state
+    saved = state.tapes
+    observer = _Captures()
+    state.tapes = [observer]
+    try:
+        results = [tree_flatten(b(*operands)) for b in branches]
+    finally:
+        state.tapes = saved
     first = results[0][1]
     for (_, structure), name in zip(results[1:], names[1:]):
         if structure != first:
             raise TypeError(f"{where}: {names[0]} returns {show(first)} but {name} returns "
                             f"{show(structure)}; every branch must return the same structure")
     n = len(branches)
-    out = [_tensor(x) for x in results[-1][0]]
-    for k in range(n - 2, -1, -1):
-        take = (index <= 0) if k == 0 else (index == k)
-        out = [_where(take, _tensor(a), o) for a, o in zip(results[k][0], out)]
-    return tree_unflatten(first, out)
+    takes = [(index <= 0) if k == 0 else (index >= n - 1) if k == n - 1 else (index == k)
+             for k in range(n)]
+    outs = _selected(takes, [[_tensor(x) for x in leaves] for leaves, _ in results])
+    captures = list(observer.found.values())
+    runs = [lambda b=b: [_tensor(x) for x in tree_flatten(b(*operands))[0]] for b in branches]
+
+    def grad(op, *dys):
+        return _select_vjp(takes, runs, captures, outs, dys, where)
+
+    def jvp(op, *ts):
+        return _select_jvp(takes, runs, captures, outs, ts)
+
+    _record("Select", [f"captured {_describe_capture(c)}" for c in captures], captures, outs,
+            grad, jvp)
+    return tree_unflatten(first, outs)
+
+
+def _selected(takes, columns):
+    """Per output, each example's value from the branch whose ``takes`` entry holds."""
+    out = columns[-1]
+    for take, column in zip(takes[-2::-1], columns[-2::-1]):
+        out = [_where(take, a, o) for a, o in zip(column, out)]
+    return out
+
+
+def _masked(take, t):
+    return _where(take, t, zeros_like(t))
+
+
+def _select_vjp(takes, runs, captures, outs, dys, where):
+    fk = [k for k, c in enumerate(captures) if _floating(c)]
+    fo = [j for j, o in enumerate(outs) if _floating(o)]
+    out = [None] * len(captures)
+    if not fk or not fo:
+        return out
+    sources = [captures[k] for k in fk]
+    total = None
+    for take, run in zip(takes, runs):
+        cts = [_masked(take, dys[j]) if dys[j] is not None else zeros_like(outs[j]) for j in fo]
+        with GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(sources)
+            y = _guarded(run, (), captures, where)
+        gs = tape.gradient([y[j] for j in fo], sources, output_gradients=cts,
+                           unconnected_gradients=_ZERO)
+        gs = [_masked(take, g) for g in gs]
+        total = gs if total is None else [a + g for a, g in zip(total, gs)]
+    for k, g in zip(fk, total):
+        out[k] = g
+    return out
+
+
+def _select_jvp(takes, runs, captures, outs, ts):
+    wk = [k for k in range(len(captures)) if ts[k] is not None]
+    fo = [j for j, o in enumerate(outs) if _floating(o)]
+    columns = []
+    for take, run in zip(takes, runs):
+        with ForwardAccumulator([captures[k] for k in wk],
+                                [_masked(take, ts[k]) for k in wk]) as acc:
+            y = run()
+        columns.append([acc.jvp(y[j], _ZERO) for j in fo])
+    tangents = _selected(takes, columns)
+    out = [None] * len(outs)
+    for j, t in zip(fo, tangents):
+        out[j] = t
+    return tuple(out)
 
 
 def cond(pred, true_fn=None, false_fn=None, name=None):
