@@ -251,7 +251,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
 
     What ``fun`` may contain: any tapegrad op, ``custom_gradient`` functions and primitives
     with registered gradients (their custom rules are what gets batched and differentiated;
-    a NumPy forward runs as a host callback once per example), tapes, transforms
+    a NumPy forward runs as a host callback once per example, or once for the batch where
+    the primitive declares ``vmap_method``: see :func:`tapegrad.primitive`), tapes, transforms
     (``tg.grad``, ``tg.jvp``, ...), ``tg.vmap`` again, ``tg.cond``/``tg.where`` and
     ``tg.lax`` control flow on batched values, Variables read (shared, not batched; tapes
     outside get their gradients), and ``tg.random`` draws (independent values per example;
