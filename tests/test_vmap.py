@@ -716,6 +716,24 @@ def test_batched_cond_gradient_of_an_unselected_singular_branch_is_jaxs(engine, 
 
 
 @needs_jax
+def test_batched_cond_with_a_branch_returning_its_input_as_it_is(engine, mode):
+    """A branch that returns a tensor made before the cond, with no op on it: its gradient
+    reaches that tensor (it is a capture of the Select op too)."""
+    xs, ys = np.array([-1.0, 4.0, 0.5]), np.array([2.0, -3.0, -1.0])
+
+    def f(x, y):
+        return tg.cond(x > 0, lambda: x, lambda: tg.sqrt(y))
+
+    def f_jax(x, y):
+        return jax.lax.cond(x > 0, lambda: x, lambda: jnp.sqrt(y))
+
+    want = jax.vmap(jax.grad(f_jax, argnums=(0, 1)))(xs, ys)
+    close(run(mode, tg.vmap(tg.grad(f, argnums=(0, 1))), xs, ys), want)
+    close(run(mode, tg.grad(lambda x, y: tg.sum(tg.vmap(f)(x, y)), argnums=(0, 1)), xs, ys),
+          jax.grad(lambda x, y: jnp.sum(jax.vmap(f_jax)(x, y)), argnums=(0, 1))(xs, ys))
+
+
+@needs_jax
 def test_batched_switch_with_a_closed_over_parameter_gradient_is_jaxs(engine, mode):
     """Three branches (indices clamped), a closed-over parameter and a Variable read inside
     them: the gradients with respect to both are JAX's (finite where a branch is singular

@@ -7,8 +7,9 @@ accumulators record every op and a debugger steps through the body.
 **Inside** ``tg.function`` (while JAX traces) each is one XLA control-flow op (``lax.switch``,
 ``lax.scan``, ``lax.while_loop``) whose body is traced once, whatever the trip count. A body
 is traced twice: first alone (``jax.eval_shape``), to find the Tensors it *captures* (made
-before the construct: closed-over tensors and Variables it reads), the Variables it *assigns*
-(a ``tg.random`` generator's key, a counter), and its outputs' shapes and dtypes, which are
+before the construct: closed-over tensors and Variables it reads or returns), the
+Variables it *assigns* (a ``tg.random`` generator's key, a counter), and its outputs'
+shapes and dtypes, which are
 checked against the loop variables or the other branches; then inside the op, with the
 assigned Variables carried as loop variables of their own. The op is recorded on the active
 tapes and accumulators as one record whose inputs are the loop variables, the scanned slices
@@ -234,6 +235,9 @@ def _discover(fn, specs) -> _Found:
     def traced(*arrays):
         observer = _Captures()
         outs, assigned = _isolated(fn, [Tensor(a) for a in arrays], observer)
+        for o in outs:  # a tensor made before, returned as it is (no op reads it)
+            if isinstance(o, Tensor) and o._id < observer.first:
+                observer.found.setdefault(o._id, o)
         found.append(_Found(list(observer.found.values()), list(assigned),
                             [_spec(o) for o in outs]))
         return [o._value for o in outs]
@@ -676,23 +680,28 @@ def _select(where, index, branches, operands, names):
     gives (its residuals of the unselected branch are zeros), where a plain ``tg.where`` of
     the branches would give NaN (``0 * nan``). Second derivatives through an unselected
     branch can still be NaN there."""
-    state = _records._state
-    saved = state.tapes
-    observer = _Captures()
-    state.tapes = [observer]
-    try:
-        results = [tree_flatten(b(*operands)) for b in branches]
-    finally:
-        state.tapes = saved
-    first = results[0][1]
-    for (_, structure), name in zip(results[1:], names[1:]):
-        if structure != first:
-            raise TypeError(f"{where}: {names[0]} returns {show(first)} but {name} returns "
-                            f"{show(structure)}; every branch must return the same structure")
     n = len(branches)
     takes = [(index <= 0) if k == 0 else (index >= n - 1) if k == n - 1 else (index == k)
              for k in range(n)]
-    outs = _selected(takes, [[_tensor(x) for x in leaves] for leaves, _ in results])
+    state = _records._state
+    saved = state.tapes
+    observer = _Captures()
+    state.tapes = [observer]  # the tapes see one op, recorded below
+    try:
+        results = [tree_flatten(b(*operands)) for b in branches]
+        first = results[0][1]
+        for (_, structure), name in zip(results[1:], names[1:]):
+            if structure != first:
+                raise TypeError(f"{where}: {names[0]} returns {show(first)} but {name} "
+                                f"returns {show(structure)}; every branch must return the "
+                                "same structure")
+        columns = [[_tensor(x) for x in leaves] for leaves, _ in results]
+        outs = _selected(takes, columns)
+    finally:
+        state.tapes = saved
+    for t in (t for column in columns for t in column):  # a tensor returned as it is
+        if t._id < observer.first:
+            observer.found.setdefault(t._id, t)
     captures = list(observer.found.values())
     runs = [lambda b=b: [_tensor(x) for x in tree_flatten(b(*operands))[0]] for b in branches]
 
