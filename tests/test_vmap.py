@@ -716,6 +716,29 @@ def test_batched_cond_gradient_of_an_unselected_singular_branch_is_jaxs(engine, 
 
 
 @needs_jax
+@pytest.mark.skipif(not VECTORIZES, reason="on array_api_strict the second-order passes meet "
+                    "array_api_strict's where with JAX's tracers (a backend limit)")
+@pytest.mark.parametrize("branch", ["sqrt", "log"])
+def test_batched_cond_second_derivatives_of_an_unselected_singular_branch_are_jaxs(
+        engine, mode, branch):
+    """Second order through the batched cond (the Select's gradient is a Select again):
+    inside the call, tg.hessian, and reverse over the call's gradient; JAX's finite values
+    ([0, -1/32, ...] for sqrt at [-1, 4, 0.5])."""
+    tg_fn, jax_fn = {"sqrt": (tg.sqrt, jnp.sqrt), "log": (tg.log, jnp.log)}[branch]
+    xs = np.array([-1.0, 4.0, 0.5])
+
+    def f(x):
+        return tg.cond(x > 0, lambda: tg_fn(x), lambda: 0.0 * x)
+
+    want2 = jax.vmap(jax.grad(jax.grad(
+        lambda x: jax.lax.cond(x > 0, jax_fn, lambda x: 0.0 * x, x))))(xs)
+    assert np.all(np.isfinite(want2))
+    close(run(mode, tg.vmap(tg.grad(tg.grad(f))), xs), want2)
+    close(run(mode, tg.vmap(tg.hessian(f)), xs), want2)
+    close(run(mode, tg.grad(lambda x: tg.sum(tg.vmap(tg.grad(f))(x))), xs), want2)
+
+
+@needs_jax
 @pytest.mark.skipif(not VECTORIZES, reason="on array_api_strict a batched cond whose branch "
                     "returns its input as it is meets array_api_strict's where (a limit found "
                     "here, there before this test)")

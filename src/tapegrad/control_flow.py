@@ -671,31 +671,49 @@ def _select(where, index, branches, operands, names):
     batched switch masks the unselected operands with ``stop_gradient``, which JAX cannot
     transpose when the operands are tapegrad's tangents (reverse mode through ``tg.vmap``).
 
-    Recorded as one op (``Select``) of the tensors the branches read that were made before
-    (captures), whose derivatives give each example its own branch's only: the gradient of
-    each branch is taken with the cotangents of the examples that take it and then *masked*
-    (``where(take, g, 0)``), the JVP runs each branch on masked tangents and selects; so an
-    unselected branch whose derivative is infinite or NaN at the other examples' values
-    (``sqrt``, ``log`` of a negative) contributes an exact zero, as JAX's batched ``cond``
-    gives (its residuals of the unselected branch are zeros), where a plain ``tg.where`` of
-    the branches would give NaN (``0 * nan``). Second derivatives through an unselected
-    branch can still be NaN there."""
+    Recorded as one op (``Select``, :func:`_select_flat`) of the tensors the branches read or
+    return that were made before (captures), whose gradient is the selection of the branches'
+    gradients and whose JVP the selection of their JVPs (selections again, to any order), as
+    JAX's ``switch`` VJP is a ``switch`` of VJPs: each example gets its own branch's
+    derivatives only, so a branch singular at an example that does not take it (``sqrt``,
+    ``log`` of a negative) gives it an exact zero, as JAX's batched ``cond`` does, where a
+    plain ``tg.where`` of the branches would give NaN (``0 * nan``)."""
     n = len(branches)
     takes = [(index <= 0) if k == 0 else (index >= n - 1) if k == n - 1 else (index == k)
              for k in range(n)]
+    structures = {}
+
+    def flat(k, b):
+        def run():
+            leaves, structures[k] = tree_flatten(b(*operands))
+            return [_tensor(x) for x in leaves]
+        return run
+
+    def check():
+        for k, name in enumerate(names[1:], 1):
+            if structures[k] != structures[0]:
+                raise TypeError(f"{where}: {names[0]} returns {show(structures[0])} but "
+                                f"{name} returns {show(structures[k])}; every branch must "
+                                "return the same structure")
+
+    outs = _select_flat(takes, [flat(k, b) for k, b in enumerate(branches)], where, check)
+    return tree_unflatten(structures[0], outs)
+
+
+def _select_flat(takes, runs, where="tg.cond", check=None):
+    """Per output, each example's value from the run (a function of no argument returning a
+    flat list of Tensors) whose ``takes`` entry (a batched bool) holds; every run runs, with
+    the tapes paused (then ``check()``, if given, before the selection), and the selection is
+    recorded as one op (``Select``) of the runs' captures whose gradient and JVP are
+    selections of the runs' gradients and JVPs."""
     state = _records._state
     saved = state.tapes
     observer = _Captures()
     state.tapes = [observer]  # the tapes see one op, recorded below
     try:
-        results = [tree_flatten(b(*operands)) for b in branches]
-        first = results[0][1]
-        for (_, structure), name in zip(results[1:], names[1:]):
-            if structure != first:
-                raise TypeError(f"{where}: {names[0]} returns {show(first)} but {name} "
-                                f"returns {show(structure)}; every branch must return the "
-                                "same structure")
-        columns = [[_tensor(x) for x in leaves] for leaves, _ in results]
+        columns = [run() for run in runs]
+        if check is not None:
+            check()
         outs = _selected(takes, columns)
     finally:
         state.tapes = saved
@@ -703,21 +721,20 @@ def _select(where, index, branches, operands, names):
         if t._id < observer.first:
             observer.found.setdefault(t._id, t)
     captures = list(observer.found.values())
-    runs = [lambda b=b: [_tensor(x) for x in tree_flatten(b(*operands))[0]] for b in branches]
 
     def grad(op, *dys):
         return _select_vjp(takes, runs, captures, outs, dys, where)
 
     def jvp(op, *ts):
-        return _select_jvp(takes, runs, captures, outs, ts)
+        return _select_jvp(takes, runs, captures, outs, ts, where)
 
     _record("Select", [f"captured {_describe_capture(c)}" for c in captures], captures, outs,
             grad, jvp)
-    return tree_unflatten(first, outs)
+    return outs
 
 
 def _selected(takes, columns):
-    """Per output, each example's value from the branch whose ``takes`` entry holds."""
+    """Per output, each example's value from the column whose ``takes`` entry holds."""
     out = columns[-1]
     for take, column in zip(takes[-2::-1], columns[-2::-1]):
         out = [_where(take, a, o) for a, o in zip(column, out)]
@@ -725,6 +742,9 @@ def _selected(takes, columns):
 
 
 def _masked(take, t):
+    """``t`` where ``take`` holds, else zeros: the derivatives entering a branch, so that
+    those of the examples that do not take it are zeros (and JAX's transpose of a selection
+    stays finite through that branch)."""
     return _where(take, t, zeros_like(t))
 
 
@@ -735,33 +755,39 @@ def _select_vjp(takes, runs, captures, outs, dys, where):
     if not fk or not fo:
         return out
     sources = [captures[k] for k in fk]
-    total = None
-    for take, run in zip(takes, runs):
-        cts = [_masked(take, dys[j]) if dys[j] is not None else zeros_like(outs[j]) for j in fo]
-        with GradientTape(watch_accessed_variables=False) as tape:
-            tape.watch(sources)
-            y = _guarded(run, (), captures, where)
-        gs = tape.gradient([y[j] for j in fo], sources, output_gradients=cts,
-                           unconnected_gradients=_ZERO)
-        gs = [_masked(take, g) for g in gs]
-        total = gs if total is None else [a + g for a, g in zip(total, gs)]
-    for k, g in zip(fk, total):
+    cts = [dys[j] if dys[j] is not None else zeros_like(outs[j]) for j in fo]
+
+    def back(take, run):
+        def gradient():
+            with GradientTape(watch_accessed_variables=False) as tape:
+                tape.watch(sources)
+                y = _guarded(run, (), captures, where)
+            return tape.gradient([y[j] for j in fo], sources,
+                                 output_gradients=[_masked(take, c) for c in cts],
+                                 unconnected_gradients=_ZERO)
+        return gradient
+
+    backs = [back(take, run) for take, run in zip(takes, runs)]
+    for k, g in zip(fk, _select_flat(takes, backs, where)):
         out[k] = g
     return out
 
 
-def _select_jvp(takes, runs, captures, outs, ts):
+def _select_jvp(takes, runs, captures, outs, ts, where):
     wk = [k for k in range(len(captures)) if ts[k] is not None]
     fo = [j for j, o in enumerate(outs) if _floating(o)]
-    columns = []
-    for take, run in zip(takes, runs):
-        with ForwardAccumulator([captures[k] for k in wk],
-                                [_masked(take, ts[k]) for k in wk]) as acc:
-            y = run()
-        columns.append([acc.jvp(y[j], _ZERO) for j in fo])
-    tangents = _selected(takes, columns)
+
+    def tangent(take, run):
+        def jvp():
+            with ForwardAccumulator([captures[k] for k in wk],
+                                    [_masked(take, ts[k]) for k in wk]) as acc:
+                y = run()
+            return [acc.jvp(y[j], _ZERO) for j in fo]
+        return jvp
+
+    tangents = [tangent(take, run) for take, run in zip(takes, runs)]
     out = [None] * len(outs)
-    for j, t in zip(fo, tangents):
+    for j, t in zip(fo, _select_flat(takes, tangents, where)):
         out[j] = t
     return tuple(out)
 
