@@ -22,6 +22,10 @@ TensorFlow 2 way: ``tf.custom_gradient``, ``tf.recompute_grad``, a loop compiled
    squared sense; the whole step (loss, gradient through the N steps, update) is one
    ``tg.function`` unless ``--eager``.
 
+5. An ensemble: ``ensemble(u0, viscosities, steps)`` runs the simulation for several
+   viscosities at once, one ``tg.vmap`` over the viscosity (the step, its custom gradient and
+   the scan batched by JAX), equal to separate simulations (``tests/test_examples.py``).
+
 ``main()`` prints the loss falling and the relative error of the recovered initial flow, and
 writes a picture (vorticity of the truth, the observation and the recovered flow) with
 matplotlib. Run ``python examples/navier_stokes.py [--steps N] [--iterations K] [--grid G]
@@ -57,10 +61,11 @@ def spectral_operator(n, dt=DT, nu=NU):
     """The map ``u -> P D u`` of an ``(2, n, n)`` float64 Tensor, ``D = exp(-nu |k|^2 dt)``,
     with the Nyquist modes set to zero, as a ``tg.custom_gradient``: ``P D`` is a real
     symmetric multiplier at each ``k``, even in ``k``, so the map is self-adjoint and its
-    gradient is ``P D dy``."""
+    gradient is ``P D dy``. ``nu``: a Python float or a 0-d float64 Tensor (one of a batch
+    under ``tg.vmap``: ``ensemble``)."""
     kx, ky, k2 = wavenumbers(n)
     resolved = (np.abs(kx) < n / 2) & (ky < n / 2)  # the Nyquist modes have no direction
-    decay = tg.constant(np.where(resolved, np.exp(-nu * (kx ** 2 + ky ** 2) * dt), 0.0))
+    decay = tg.where(resolved, tg.exp(-nu * tg.constant(kx ** 2 + ky ** 2) * dt), 0.0)
     kx, ky, inv_k2 = tg.constant(kx), tg.constant(ky), tg.constant(1.0 / k2)
 
     def apply(u):
@@ -112,6 +117,15 @@ def simulate(step, u0, steps):
     checkpointed = tg.recompute_grad(step)
     final, _ = tg.lax.scan(lambda u, _: (checkpointed(u), None), u0, None, length=steps)
     return final
+
+
+def ensemble(u0, viscosities, steps, n=None):
+    """The flows after ``steps`` steps from one ``(2, n, n)`` initial velocity ``u0`` for each
+    of the viscosities (a 1-d float64 array or Tensor of ``m``): ``(m, 2, n, n)``, from one
+    ``tg.vmap`` over the viscosity (each example builds its own step), equal to ``m``
+    separate simulations."""
+    n = n or u0.shape[-1]
+    return tg.vmap(lambda nu: simulate(make_step(n, nu=nu), u0, steps))(viscosities)
 
 
 def initial_flow(n, seed=0):

@@ -504,3 +504,30 @@ def test_tensorflow_names_in_compat():
     np.testing.assert_allclose(tf.scan(lambda a, v: a + v, x).numpy(), [1.0, 3.0])
     assert float(tf.foldl(lambda a, v: a + v, x)) == 3.0
     assert float(tf.foldr(lambda a, v: a * v, x)) == 2.0
+
+
+@pytest.mark.parametrize("compiled", COMPILED)
+def test_a_branch_or_body_returning_a_tensor_made_before_as_it_is_passes_its_gradient(compiled):
+    """A cond branch (a scan body) that returns a tensor made before the construct, with no
+    op on it: the gradient reaches that tensor (compiled it used to be 0, the tensor not
+    being found as a capture). JAX's values."""
+    def f(x, y):
+        return tg.cond(x > 0, lambda: x, lambda: tg.sqrt(y))
+
+    def scanned(x, w):
+        return tg.sum(tg.lax.scan(lambda c, _: (w, c * x), tg.constant(1.0), None,
+                                  length=3)[1])
+
+    def run(fn, *args):
+        grad = tg.grad(fn, argnums=(0, 1))
+        return (tg.function(grad) if compiled else grad)(*args)
+
+    for x in (4.0, -4.0):
+        got = run(f, np.array(x), np.array(2.0))
+        want = jax.grad(lambda x, y: jax.lax.cond(x > 0, lambda: x, lambda: jnp.sqrt(y)),
+                        argnums=(0, 1))(x, 2.0)
+        np.testing.assert_allclose([g.numpy() for g in got], want, rtol=1e-12)
+    got = run(scanned, np.array(2.0), np.array(3.0))
+    want = jax.grad(lambda x, w: jnp.sum(jax.lax.scan(lambda c, _: (w, c * x), 1.0, None,
+                                                      length=3)[1]), argnums=(0, 1))(2.0, 3.0)
+    np.testing.assert_allclose([g.numpy() for g in got], want, rtol=1e-12)

@@ -613,3 +613,276 @@ def test_small_eager_jacobians_take_rows(monkeypatch):
         j = tape.jacobian(y, x)
         close(j, np.concatenate([np.diag(2.0 * np.cos(val(x)[:n])), np.zeros((n, 40 - n))], 1))
         assert len(passes) == (1 if n == 40 and VECTORIZES else n)
+
+
+# --- eager calls compiled once per signature ------------------------------------------------
+def _counted(fn):
+    calls = []
+
+    def f(*args):
+        calls.append(1)
+        return fn(*args)
+
+    return f, calls
+
+
+@pytest.mark.skipif(not VECTORIZES, reason="the compiled eager path takes NumPy and JAX values")
+def test_eager_calls_are_compiled_once_per_signature_with_the_op_by_op_values(monkeypatch):
+    """A batched function called eagerly again with the same shapes and dtypes runs its
+    compiled program (the Python function is not run again) and gives the values of the op
+    by op path (``_COMPILE_EAGER`` off) and JAX's; a new shape, dtype, axis or static value
+    traces again."""
+    monkeypatch.setattr(batching, "_FORCE_LOOP", False)
+    f, calls = _counted(tg.grad(loss_tg))
+    batched = tg.vmap(f, in_axes=(None, 0, 0))
+    ref = jax.jit(jax.vmap(jax.grad(loss_jax), in_axes=(None, 0, 0)))
+    for k in range(3):
+        xs, ys = XS * (k + 1), YS - k
+        got = batched(tparams(), xs, ys)
+        close(got, ref(PARAMS, xs, ys))
+        monkeypatch.setattr(batching, "_COMPILE_EAGER", False)
+        close(got, tg.vmap(tg.grad(loss_tg), in_axes=(None, 0, 0))(tparams(), xs, ys))
+        monkeypatch.setattr(batching, "_COMPILE_EAGER", True)
+    assert len(calls) == 1
+    close(batched(tparams(), XS[:3], YS[:3]), ref(PARAMS, XS[:3], YS[:3]))
+    assert len(calls) == 2  # another batch size
+    close(batched(tparams(), XS.astype(np.float32), YS), ref(PARAMS, XS.astype(np.float32), YS),
+          rtol=1e-5)
+    assert len(calls) == 3  # another dtype
+    scaled, calls = _counted(lambda x, s: x * s)
+    g = tg.vmap(scaled, in_axes=(0, None))
+    close(g(XS, 2.0), XS * 2.0)
+    close(g(XS, 3.0), XS * 3.0)  # a static value is part of the signature
+    close(g(XS, 3.0), XS * 3.0)
+    assert len(calls) == 2
+
+
+@needs_jax
+def test_eager_calls_reading_outer_tensors_or_drawing_run_op_by_op(monkeypatch):
+    """A function that reads a tensor made before the call (a closure rebound between calls,
+    a Variable assigned) or draws random numbers is not kept compiled: each call sees the
+    current values and draws new numbers, as op by op."""
+    monkeypatch.setattr(batching, "_FORCE_LOOP", False)
+    c = tg.constant(2.0)
+    closure, c_calls = _counted(lambda x: x * c)
+    by_closure = tg.vmap(closure)
+    close(by_closure(XS), XS * 2.0)
+    c = tg.constant(5.0)  # noqa: F841 - read by the closure
+    close(by_closure(XS), XS * 5.0)
+    v = tg.Variable(W)
+    by_variable = tg.vmap(lambda x: v @ x)
+    close(by_variable(XS), XS @ W.T)
+    v.assign(2.0 * W)
+    close(by_variable(XS), 2.0 * XS @ W.T)
+    noisy = tg.vmap(lambda x: x + tg.random.normal((4,)))
+    tg.random.set_seed(3)
+    a = val(noisy(XS))
+    b = val(noisy(XS))
+    tg.random.set_seed(3)
+    monkeypatch.setattr(batching, "_COMPILE_EAGER", False)
+    np.testing.assert_array_equal(val(noisy(XS)), a)  # the op-by-op path's numbers
+    np.testing.assert_array_equal(val(noisy(XS)), b)
+    assert not np.allclose(a, b)
+    assert len(c_calls) >= 2  # each call ran it (twice on array-api-strict: _probe)
+
+
+# --- batched cond: the unselected branch's derivative does not leak NaN ------------------------
+@needs_jax
+@pytest.mark.parametrize("branch", ["sqrt", "log"])
+def test_batched_cond_gradient_of_an_unselected_singular_branch_is_jaxs(engine, mode, branch):
+    """Under tg.vmap cond runs both branches; sqrt/log of the negative example's value has a
+    NaN derivative, which JAX's batched lax.cond does not pass on (its values: [0, 0.25]
+    for sqrt, [0, 0.25] for log at [-1, 4]); tapegrad gives JAX's values, in both modes,
+    reverse over the call and inside it, and forward."""
+    tg_fn, jax_fn = {"sqrt": (tg.sqrt, jnp.sqrt), "log": (tg.log, jnp.log)}[branch]
+    xs = np.array([-1.0, 4.0, 0.5])
+
+    def f(x):
+        return tg.cond(x > 0, lambda: tg_fn(x), lambda: 0.0 * x)
+
+    def f_jax(x):
+        return jax.lax.cond(x > 0, jax_fn, lambda x: 0.0 * x, x)
+
+    want = jax.vmap(jax.grad(f_jax))(xs)
+    assert np.all(np.isfinite(want))
+    close(run(mode, tg.vmap(tg.grad(f)), xs), want)
+    close(run(mode, tg.grad(lambda x: tg.sum(tg.vmap(f)(x))), xs),
+          jax.grad(lambda x: jnp.sum(jax.vmap(f_jax)(x)))(xs))
+    close(run(mode, tg.vmap(lambda x: tg.jvp(f, (x,), (tg.ones_like(x),))[1]), xs),
+          jax.vmap(lambda x: jax.jvp(f_jax, (x,), (jnp.ones_like(x),))[1])(xs))
+    close(run(mode, lambda x: tg.jvp(lambda x: tg.vmap(f)(x), (x,), (tg.ones_like(x),))[1],
+              tg.constant(xs)),
+          jax.jvp(jax.vmap(f_jax), (xs,), (jnp.ones_like(xs),))[1])
+
+
+@needs_jax
+@pytest.mark.skipif(not VECTORIZES, reason="on array_api_strict the second-order passes meet "
+                    "array_api_strict's where with JAX's tracers (a backend limit)")
+@pytest.mark.parametrize("branch", ["sqrt", "log"])
+def test_batched_cond_second_derivatives_of_an_unselected_singular_branch_are_jaxs(
+        engine, mode, branch):
+    """Second order through the batched cond (the Select's gradient is a Select again):
+    inside the call, tg.hessian, and reverse over the call's gradient; JAX's finite values
+    ([0, -1/32, ...] for sqrt at [-1, 4, 0.5])."""
+    tg_fn, jax_fn = {"sqrt": (tg.sqrt, jnp.sqrt), "log": (tg.log, jnp.log)}[branch]
+    xs = np.array([-1.0, 4.0, 0.5])
+
+    def f(x):
+        return tg.cond(x > 0, lambda: tg_fn(x), lambda: 0.0 * x)
+
+    want2 = jax.vmap(jax.grad(jax.grad(
+        lambda x: jax.lax.cond(x > 0, jax_fn, lambda x: 0.0 * x, x))))(xs)
+    assert np.all(np.isfinite(want2))
+    close(run(mode, tg.vmap(tg.grad(tg.grad(f))), xs), want2)
+    close(run(mode, tg.vmap(tg.hessian(f)), xs), want2)
+    close(run(mode, tg.grad(lambda x: tg.sum(tg.vmap(tg.grad(f))(x))), xs), want2)
+
+
+@needs_jax
+@pytest.mark.skipif(not VECTORIZES, reason="on array_api_strict a batched cond whose branch "
+                    "returns its input as it is meets array_api_strict's where (a limit found "
+                    "here, there before this test)")
+def test_batched_cond_with_a_branch_returning_its_input_as_it_is(engine, mode):
+    """A branch that returns a tensor made before the cond, with no op on it: its gradient
+    reaches that tensor (it is a capture of the Select op too)."""
+    xs, ys = np.array([-1.0, 4.0, 0.5]), np.array([2.0, -3.0, -1.0])
+
+    def f(x, y):
+        return tg.cond(x > 0, lambda: x, lambda: tg.sqrt(y))
+
+    def f_jax(x, y):
+        return jax.lax.cond(x > 0, lambda: x, lambda: jnp.sqrt(y))
+
+    want = jax.vmap(jax.grad(f_jax, argnums=(0, 1)))(xs, ys)
+    close(run(mode, tg.vmap(tg.grad(f, argnums=(0, 1))), xs, ys), want)
+    close(run(mode, tg.grad(lambda x, y: tg.sum(tg.vmap(f)(x, y)), argnums=(0, 1)), xs, ys),
+          jax.grad(lambda x, y: jnp.sum(jax.vmap(f_jax)(x, y)), argnums=(0, 1))(xs, ys))
+
+
+@needs_jax
+def test_batched_switch_with_a_closed_over_parameter_gradient_is_jaxs(engine, mode):
+    """Three branches (indices clamped), a closed-over parameter and a Variable read inside
+    them: the gradients with respect to both are JAX's (finite where a branch is singular
+    at the other examples' values)."""
+    v = tg.Variable(B0)
+    idx = np.array([-2, 1, 5, 0, 2])  # examples 2 and 4 take the last branch (clamped)
+    w0 = np.abs(W)
+    xs = np.abs(XS) * np.array([1, 1, -1, 1, -1])[:, None]  # w0 @ x < 0 only there
+
+    def f(w, x, i):  # tg.lax.switch clamps the index as JAX's does
+        return tg.lax.switch(i, [lambda: tg.sum(tg.sqrt(w @ x) * v),
+                                 lambda: tg.sum(tg.log(w @ x) * v),
+                                 lambda: tg.sum(w @ x * v)])
+
+    def f_jax(w, x, i):
+        return jax.lax.switch(i, [lambda: jnp.sum(jnp.sqrt(w @ x) * B0),
+                                  lambda: jnp.sum(jnp.log(w @ x) * B0),
+                                  lambda: jnp.sum(w @ x * B0)])
+
+    def step(w, xs, i):
+        w = tg.identity(w)
+        with tg.GradientTape() as tape:
+            tape.watch(w)
+            total = tg.sum(tg.vmap(lambda x, i: f(w, x, i))(xs, i))
+        return tape.gradient(total, [w, v])
+
+    got = run(mode, step, w0, xs, idx)
+    want = jax.grad(lambda w, b: jnp.sum(jax.vmap(lambda x, i: jax.lax.switch(
+        i, [lambda: jnp.sum(jnp.sqrt(w @ x) * b), lambda: jnp.sum(jnp.log(w @ x) * b),
+            lambda: jnp.sum(w @ x * b)]))(xs, idx)), argnums=(0, 1))(w0, B0)
+    assert all(np.all(np.isfinite(w)) for w in want)
+    close(got, list(want))
+    per_example = run(mode, lambda xs, i, w: tg.vmap(tg.grad(lambda x, i, w: f(w, x, i)),
+                                                     in_axes=(0, 0, None))(xs, i, w),
+                      xs, idx, w0)
+    close(per_example, jax.vmap(jax.grad(lambda x, i: f_jax(w0, x, i)))(xs, idx))
+
+
+# --- NumPy forwards under tg.vmap: once per example, or once per batch where declared ------------
+_HOST_SHAPES = []
+
+
+def _logged(fn):
+    def forward(*arrays):
+        if np.any(np.asarray(arrays[0])):  # not the run on zeros that finds the output shapes
+            _HOST_SHAPES.append(tuple(np.shape(arrays[0])))
+        out = fn(*[np.asarray(a) for a in arrays])
+        return out if isinstance(arrays[0], np.ndarray) else tg._backend.asarray(
+            out, xp=tg._backend.namespace(arrays[0]))
+    return forward
+
+
+def _host_ops(method):
+    suffix = {"sequential": "Seq", "expand_dims": "Expand", "broadcast_all": "Broadcast"}[method]
+    # elementwise, with an unbatched second input
+    scaled_sin = tg.primitive(f"VmapTestSin{suffix}", vmap_method=method)(
+        _logged(lambda x, s: np.sin(x) * s))
+    # along the last axis (any leading axes): a running sum, and a 0-d output per row
+    cumsum = tg.primitive(f"VmapTestCumsum{suffix}", vmap_method=method)(
+        _logged(lambda x: np.cumsum(x, axis=-1)))
+    norm = tg.primitive(f"VmapTestNorm{suffix}", vmap_method=method)(
+        _logged(lambda x: np.sqrt(np.sum(x * x, axis=-1))))
+    tg.RegisterGradient(f"VmapTestSin{suffix}")(
+        lambda op, dy: (dy * tg.cos(op.inputs[0]) * op.inputs[1], None))
+    tg.RegisterGradient(f"VmapTestCumsum{suffix}")(
+        lambda op, dy: tg.flip(tg.cumulative_sum(tg.flip(dy, axis=-1), axis=-1), axis=-1))
+    tg.RegisterGradient(f"VmapTestNorm{suffix}")(
+        lambda op, dy: dy[..., None] * op.inputs[0] / op.outputs[0][..., None])
+    return scaled_sin, cumsum, norm
+
+
+_HOST = {m: _host_ops(m) for m in ("sequential", "expand_dims", "broadcast_all")}
+
+
+@needs_jax
+@pytest.mark.parametrize("method", ["sequential", "expand_dims", "broadcast_all"])
+def test_numpy_forward_runs_once_per_batch_where_declared(monkeypatch, mode, method):
+    """A primitive with a NumPy forward under tg.vmap (a host callback): with the default
+    vmap_method "sequential" its forward runs once per example; declared "expand_dims" or
+    "broadcast_all" (it broadcasts over leading axes), once per batch, also nested. The
+    values and per-example gradients equal the per-example loop's, and hand derivations."""
+    scaled_sin, cumsum, norm = _HOST[method]
+    s = np.array([0.5, -2.0, 1.5, 3.0])
+
+    def f(x, s):
+        return norm(cumsum(scaled_sin(x, s)))
+
+    def ref(x):
+        return np.sqrt(np.sum(np.cumsum(np.sin(x) * s, axis=-1) ** 2, axis=-1))
+
+    def both(x, s):
+        return tg.vmap(f, in_axes=(0, None))(x, s), tg.vmap(tg.grad(f), in_axes=(0, None))(x, s)
+
+    monkeypatch.setattr(batching, "_FORCE_LOOP", False)
+    _HOST_SHAPES.clear()
+    value, grad = run(mode, both, XS, s)
+    # three ops, run twice (values, gradients): 6 calls for the batch, or 6 * 5 per example
+    # (and on array-api-strict eagerly 6 for example 0 that find the captures: _probe)
+    batch = [sh for sh in _HOST_SHAPES if sh == (5, 4)]
+    single = [sh for sh in _HOST_SHAPES if sh == (4,)]
+    probe = 6 if mode == "eager" and not VECTORIZES else 0
+    assert len(batch) + len(single) == len(_HOST_SHAPES)
+    if method == "sequential":
+        assert not batch and len(single) == 30 + probe
+    else:
+        assert len(batch) == 6 and len(single) == probe
+    monkeypatch.setattr(batching, "_FORCE_LOOP", True)
+    loop_value, loop_grad = both(XS, s)
+    close(value, loop_value)
+    close(grad, loop_grad)
+    close(value, np.array([ref(x) for x in XS]))
+    eps = 1e-6
+    num = np.array([[(ref(x + eps * e) - ref(x - eps * e)) / (2 * eps) for e in np.eye(4)]
+                    for x in XS])
+    close(grad, num, rtol=1e-6, atol=1e-8)
+    monkeypatch.setattr(batching, "_FORCE_LOOP", False)
+    _HOST_SHAPES.clear()
+    nested = run(mode, lambda x: tg.vmap(tg.vmap(lambda r: f(r, s)))(x), np.stack([XS, -XS]))
+    close(nested, np.array([[ref(x) for x in XS], [ref(-x) for x in XS]]))
+    assert any(sh[:2] == (2, 5) for sh in _HOST_SHAPES) == (method != "sequential")
+
+
+def test_error_vmap_method_not_known():
+    with pytest.raises(ValueError, match="vmap_method must be one of 'sequential', "
+                                         "'expand_dims', 'broadcast_all'.*got 'vectorized'"):
+        tg.primitive("VmapTestBadMethod", vmap_method="vectorized")

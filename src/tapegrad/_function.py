@@ -752,6 +752,8 @@ class _HostCallback:
         jax = _jax()
         traced = [k for k, v in enumerate(values) if isinstance(v, jax.core.Tracer)]
         fixed = list(values)
+        method = getattr(opdef, "vmap_method", "sequential")
+        batched = method != "sequential"
 
         def forward(*arrays):
             vals = list(fixed)
@@ -762,8 +764,13 @@ class _HostCallback:
 
         def checked(*arrays):  # at run time: the shapes must be those found on zeros
             out = forward(*arrays)
-            got = [(o.shape, o.dtype) for o in (out if type(out) is tuple else (out,))]
+            outs = out if type(out) is tuple else (out,)
             want = [(s.shape, s.dtype) for s in jax.tree_util.tree_leaves(spec)]
+            # a vectorized forward called for a batch (tg.vmap): the inputs' leading axes more
+            lead = arrays[0].ndim - values[traced[0]].ndim if batched and arrays else 0
+            axes = np.broadcast_shapes(*[a.shape[:lead] for a in arrays]) if lead else ()
+            got = [(o.shape[lead:] if o.shape[:lead] == axes else o.shape, o.dtype)
+                   for o in outs]
             if got != want:
                 raise TypeError(
                     f"host callback: op type {opdef.type!r} returned outputs of shapes and dtypes "
@@ -798,7 +805,7 @@ class _HostCallback:
         spec = jax.tree_util.tree_map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), sample)
         if mesh is None:
             return jax.pure_callback(checked, spec, *[values[k] for k in traced],
-                                     vmap_method="sequential")
+                                     vmap_method=method)
         return _per_shard(jax, mesh, opdef, checked, spec, specs)(*[values[k] for k in traced])
 
 

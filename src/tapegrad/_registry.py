@@ -37,16 +37,19 @@ class OpDef:
     far), ``grad``, ``reads`` (what ``grad`` reads of a record, a bit set: 1 inputs, 2
     outputs), ``differentiable``, ``surrogate``, ``jvp`` (the forward-mode rule, or None),
     ``samples``, ``public`` (the op function), ``real_only`` (complex inputs are refused),
+    ``vmap_method`` (how a host callback of the forward is batched: ``primitive``'s),
     ``params``/``arity`` (from the forward's signature).
     """
 
     __slots__ = ("type", "forward", "params", "arity", "takes_attrs", "samples", "grad",
-                 "differentiable", "public", "surrogate", "reads", "jvp", "real_only")
+                 "differentiable", "public", "surrogate", "reads", "jvp", "real_only",
+                 "vmap_method")
     is_custom = False
 
     def __init__(self, op_type, forward=None, samples=None):
         self.type = op_type
         self.real_only = False
+        self.vmap_method = "sequential"
         self.samples = list(samples or ())
         self.grad = None
         self.surrogate = False
@@ -197,7 +200,11 @@ def _unknown(op_type, what):
                        "listed by tg.registered_ops().")
 
 
-def primitive(op_type: str, *, samples=None, real_only: bool = False):
+VMAP_METHODS = ("sequential", "expand_dims", "broadcast_all")
+
+
+def primitive(op_type: str, *, samples=None, real_only: bool = False,
+              vmap_method: str = "sequential"):
     """Declare a new op type whose forward runs on backend arrays.
 
     Decorates ``forward(*arrays, **attrs) -> array | tuple[array, ...]``. The result is the
@@ -209,14 +216,30 @@ def primitive(op_type: str, *, samples=None, real_only: bool = False):
     define them): a complex input raises ``TypeError`` naming the op and the input, instead of
     a result that silently drops or orders the imaginary part.
 
+    ``vmap_method``: how a forward that needs concrete values (NumPy code), which runs as a
+    host callback (``jax.pure_callback``) on traced values, is called under ``tg.vmap``; JAX's
+    ``pure_callback`` argument of that name. ``"sequential"`` (the default): once per example,
+    on one example's arrays, which is right for any forward. ``"expand_dims"``: once for the
+    whole batch, each batched input with a new leading axis of the batch size and each
+    unbatched one with a leading axis of size 1; ``"broadcast_all"``: the same with every
+    input broadcast to the batch size. Declare either only for a forward that computes each
+    leading index independently and broadcasts over leading axes (elementwise NumPy code,
+    code written with ``axis=-1`` or ``...``): it must return outputs with the same leading
+    axes (for nested ``tg.vmap`` calls, one per level). The values are then those of the
+    per-example calls, from one call.
+
     Raises ``TypeError`` if ``op_type`` is not a non-empty string, ``ValueError`` if it is
-    already defined by other code; the same definition run again (the same function name,
+    already defined by other code or ``vmap_method`` is not one of the three names; the same definition run again (the same function name,
     file and line: a notebook cell re-run) replaces it with a warning. At call time the op
     raises ``TypeError`` if the forward returns something other than a backend array or a
     tuple of them, or a NumPy array for inputs of another backend, and (``real_only``) for a
     complex input.
     """
     _check_type_name(op_type, "primitive")
+    if vmap_method not in VMAP_METHODS:
+        raise ValueError(f"primitive({op_type!r}): vmap_method must be one of "
+                         f"{', '.join(map(repr, VMAP_METHODS))} (JAX's pure_callback "
+                         f"methods), got {vmap_method!r}")
 
     def decorate(forward):
         opdef = _OPS.get(op_type)
@@ -234,6 +257,7 @@ def primitive(op_type: str, *, samples=None, real_only: bool = False):
             opdef.define(forward)
             opdef.samples = list(samples or ())
         opdef.real_only = bool(real_only)
+        opdef.vmap_method = vmap_method
         op = _make_op(opdef)
         functools.update_wrapper(op, forward)
         op.op_type = op_type

@@ -11,8 +11,10 @@ Two engines, one result:
   the call (closed-over tensors, Variables) are noted on the first run when something records
   (a ``control_flow._Captures`` observer); if there are any, the call runs again with them as
   unbatched inputs of that op, so tapes see gradients for them; while the function runs they
-  are bound to JAX's values. Eagerly JAX batches op by op; inside ``tg.function`` (values are
-  tracers) the batched function compiles into the caller's program.
+  are bound to JAX's values. Inside ``tg.function`` (values are tracers) the batched
+  function compiles into the caller's program; eagerly, a call nothing records is compiled
+  by ``jax.jit`` once per signature (unless the function reads tensors made before the call
+  or draws random numbers: then op by op, as JAX's eager ``vmap``).
 * **A per-example loop** (without JAX, or with ``_FORCE_LOOP``): the mapped arguments are
   sliced with tapegrad indexing, the function is called once per example and the outputs are
   stacked (``tg.stack``), so tapes record every op.
@@ -44,6 +46,7 @@ from .ops import stack
 __all__ = ["vmap", "vectorized_map"]
 
 _FORCE_LOOP = False  # tests set it to run the per-example loop with JAX installed
+_COMPILE_EAGER = True  # eager calls compiled once per signature; tests turn it off to compare
 VECTORIZE_MIN_ROWS = 32  # eager Jacobians with fewer reverse passes take them one by one
 
 
@@ -248,7 +251,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
 
     What ``fun`` may contain: any tapegrad op, ``custom_gradient`` functions and primitives
     with registered gradients (their custom rules are what gets batched and differentiated;
-    a NumPy forward runs as a host callback once per example), tapes, transforms
+    a NumPy forward runs as a host callback once per example, or once for the batch where
+    the primitive declares ``vmap_method``: see :func:`tapegrad.primitive`), tapes, transforms
     (``tg.grad``, ``tg.jvp``, ...), ``tg.vmap`` again, ``tg.cond``/``tg.where`` and
     ``tg.lax`` control flow on batched values, Variables read (shared, not batched; tapes
     outside get their gradients), and ``tg.random`` draws (independent values per example;
@@ -257,10 +261,22 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
     loop's). It composes with ``tg.grad``, ``tg.jvp``, ``tg.jacrev``, ``tg.hessian``,
     ``GradientTape`` and ``ForwardAccumulator`` in either order, and with ``tg.function``.
 
-    Engines: JAX's ``jax.vmap`` where JAX is installed (eagerly op by op, or compiled inside
-    ``tg.function``); without JAX a per-example loop that slices, calls ``fun`` ``B`` times and
-    stacks (tapes then record every example's ops). Both give the same values. A Python
-    ``if`` on a batched value works in the loop only; write it with ``tg.cond``/``tg.where``.
+    Engines: JAX's ``jax.vmap`` where JAX is installed (compiled inside ``tg.function``);
+    without JAX a per-example loop that slices, calls ``fun`` ``B`` times and stacks (tapes
+    then record every example's ops). Both give the same values. A Python ``if`` on a batched
+    value works in the loop only; write it with ``tg.cond``/``tg.where``.
+
+    Eager calls on NumPy or JAX values that nothing records (no tape or accumulator active)
+    are compiled by ``jax.jit`` once per signature (the arguments' structure, each array's
+    shape, dtype and axis, the values of static leaves, the batch size) and later calls of
+    that signature run the program without running ``fun``'s Python again, as ``jax.jit``
+    would. A function that reads tensors made before the call (closures, Variables) or draws
+    ``tg.random`` numbers is not kept compiled: each of its calls runs op by op, so it sees
+    the tensors' current values and new draws. What a compiled call cannot see, as with
+    ``tg.function``: Python values ``fun`` reads from outside (numbers, NumPy arrays) that
+    change after the first call, and Python side effects (they happen once per signature).
+    Under a tape, inside ``tg.function`` or on another library's arrays every call runs as
+    above.
 
     Raises ``TypeError`` if ``fun`` is not callable or an ``in_axes`` entry is not an int,
     ``None`` or a pytree of them; ``ValueError`` (at call time) if ``in_axes`` does not match
@@ -275,6 +291,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
     for what, spec in (("in_axes", in_axes), ("out_axes", out_axes)):
         _check_spec(spec, f"tg.vmap: {what}")
     who = f"tg.vmap({describe_fn(fun)})"
+    programs = {}  # eager calls: signature -> _Compiled, or _UNCACHED (see _JaxCall.run)
 
     @functools.wraps(fun)
     def batched(*args, **kwargs):
@@ -282,7 +299,8 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
         jax = _jax()
         if jax is None:
             return _loop(who, fun, prepared, out_axes)
-        return _JaxCall(jax, who, fun, prepared, out_axes).run()
+        return _JaxCall(jax, who, fun, prepared, out_axes).run(
+            programs if _COMPILE_EAGER else None)
 
     batched.__doc__ = f"{describe_fn(fun)} vectorized by tg.vmap"
     return batched
@@ -431,11 +449,27 @@ class _JaxCall:
         # constant (eagerly), else (traced: tg.function, an outer vmap) an input of the call
         self.key, self.keyed = None, False
         self.concrete_key_ok = _random.concrete_key_ok()
+        self.jit = False  # compile the batched function (an eager call's first, _compile)
 
-    def run(self):
+    def run(self, programs=None):
         """Run the call; when something records and the function read floating tensors made
         before the call (closures, Variables), run it again with them as unbatched inputs, so
-        the record has them as inputs and tapes get their gradients."""
+        the record has them as inputs and tapes get their gradients.
+
+        ``programs`` (a dict kept by the batched function): eager calls that nothing records
+        are compiled once per signature (:meth:`_signature`) by ``jax.jit`` and the program is
+        kept there, unless the first run found the function reads tensors made before the
+        call or draws random numbers (the signature is then marked ``_UNCACHED`` and every
+        call runs op by op, as JAX's eager ``vmap``)."""
+        key = self._signature() if programs is not None else None
+        if key is not None:
+            program = programs.get(key)
+            if isinstance(program, _Compiled):
+                return program.run(self)
+            if program is None:
+                outs, program = self._compile()
+                programs[key] = program
+                return outs
         recording = bool(_records._state.tapes)
         captures = []
         if _backend.default_namespace() is not np and not _backend.default_namespace(
@@ -492,6 +526,48 @@ class _JaxCall:
             values[k] = t
         args, kwargs = self.p.rebuild(values)
         return self.fun(*args, **kwargs)
+
+    def _signature(self):
+        """The key of a call the compiled path may take: eager (no tracer, no enclosing
+        ``tg.vmap`` or traced key, nothing recording or observing, no gradient override), NumPy
+        or JAX values, hashable static leaves; what decides the traced program: the argument
+        structure, per leaf its shape, dtype and axis (a static leaf: its type and value), and
+        the batch size. ``None`` for any other call."""
+        jax = self.jax
+        if (_records._state.tapes or _records._overriding or config.tracing()
+                or not self.concrete_key_ok):
+            return None
+        parts = []
+        for leaf, axis in zip(self.p.leaves, self.p.axes):
+            if isinstance(leaf, Tensor):
+                v = leaf._value
+                if type(v) is not np.ndarray and (not type(v).__module__.startswith("jax")
+                                                  or _is_tracer(jax, v)):
+                    return None
+                parts.append((tuple(v.shape), np.dtype(_backend.np_dtype(v.dtype)), axis))
+            else:
+                parts.append((type(leaf), leaf))
+        key = (self.p.structure, self.p.size, tuple(parts))
+        try:
+            hash(key)
+        except TypeError:
+            return None
+        return key
+
+    def _compile(self):
+        """The first call of a signature: ``jax.jit`` of the batched function, traced with a
+        ``_Captures`` observer; returns ``(outputs, the _Compiled to keep or _UNCACHED)``. A
+        function that read tensors made before the call or drew a key gives ``_UNCACHED``:
+        this call's program has their values as constants, which a later call must not
+        reuse."""
+        self.jit = True
+        outs = self._call([], True)
+        if self.captured or self.key is not None:
+            return outs, _UNCACHED
+        compiled = _Compiled(self.jitted, self.result_tree, self.index)
+        for k in self.dyn:  # the program keeps the batched function, not the first arguments
+            self.p.leaves[k] = None
+        return outs, compiled
 
     def _call(self, captures, find_captures):
         jax = self.jax
@@ -586,12 +662,17 @@ class _JaxCall:
             return leaves
 
         flat_fn.__name__ = f"vmap_{getattr(self.fun, '__name__', 'fn')}"
-        inputs = [p.leaves[k] for k in self.dyn] + list(captures) + [
-            Tensor(np.arange(p.size, dtype=np.int32))] + ([_tensor(self.key)] if keyed else [])
+        index = Tensor(np.arange(p.size, dtype=np.int32))
+        inputs = [p.leaves[k] for k in self.dyn] + list(captures) + [index] + (
+            [_tensor(self.key)] if keyed else [])
         values = [t._value for t in inputs]
+        run = flat_fn
+        if self.jit and not captures:
+            run = self.jitted = jax.jit(flat_fn)
+            self.index, self.result_tree = index._value, result_tree
         try:
             with np.errstate(all="ignore"):
-                raw = flat_fn(*[_interop._jax_value(jax, v) for v in values])
+                raw = run(*[_interop._jax_value(jax, v) for v in values])
         except ValueError as e:
             if "out_axes is None" in str(e):
                 raise ValueError(f"{who}: out_axes {self.out_axes!r} gives None to an output "
@@ -602,7 +683,8 @@ class _JaxCall:
         finder["observer"] = None
         if observer is not None:
             found = [c for c in observer.found.values() if _floating(c._value.dtype)]
-            if found:
+            self.captured = bool(observer.found)
+            if found and not self.jit:
                 self.captures = found
                 return _AGAIN
         outs = _interop._outputs(jax, values, raw)
@@ -618,6 +700,25 @@ class _JaxCall:
 
 
 _AGAIN = object()
+_UNCACHED = object()  # a signature whose calls run op by op (see _JaxCall.run)
+
+
+class _Compiled:
+    """An eager signature's program: ``jitted`` (``jax.jit`` of the batched function of the
+    dynamic leaves and the example indices), the output structure ``tree`` (``result_tree``,
+    filled by the trace) and the indices ``index`` (a NumPy int32 array)."""
+
+    def __init__(self, jitted, tree, index):
+        self.jitted, self.tree, self.index = jitted, tree, index
+
+    def run(self, call):
+        """The outputs of ``call`` (a :class:`_JaxCall` of this signature)."""
+        jax = call.jax
+        values = [call.p.leaves[k]._value for k in call.dyn]
+        with np.errstate(all="ignore"):
+            raw = self.jitted(*values, self.index)
+        outs = _interop._outputs(jax, values, raw)
+        return jax.tree_util.tree_unflatten(self.tree["tree"], outs)
 
 
 def _tensor(x):

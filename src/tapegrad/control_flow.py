@@ -7,8 +7,9 @@ accumulators record every op and a debugger steps through the body.
 **Inside** ``tg.function`` (while JAX traces) each is one XLA control-flow op (``lax.switch``,
 ``lax.scan``, ``lax.while_loop``) whose body is traced once, whatever the trip count. A body
 is traced twice: first alone (``jax.eval_shape``), to find the Tensors it *captures* (made
-before the construct: closed-over tensors and Variables it reads), the Variables it *assigns*
-(a ``tg.random`` generator's key, a counter), and its outputs' shapes and dtypes, which are
+before the construct: closed-over tensors and Variables it reads or returns), the
+Variables it *assigns* (a ``tg.random`` generator's key, a counter), and its outputs'
+shapes and dtypes, which are
 checked against the loop variables or the other branches; then inside the op, with the
 assigned Variables carried as loop variables of their own. The op is recorded on the active
 tapes and accumulators as one record whose inputs are the loop variables, the scanned slices
@@ -234,6 +235,9 @@ def _discover(fn, specs) -> _Found:
     def traced(*arrays):
         observer = _Captures()
         outs, assigned = _isolated(fn, [Tensor(a) for a in arrays], observer)
+        for o in outs:  # a tensor made before, returned as it is (no op reads it)
+            if isinstance(o, Tensor) and o._id < observer.first:
+                observer.found.setdefault(o._id, o)
         found.append(_Found(list(observer.found.values()), list(assigned),
                             [_spec(o) for o in outs]))
         return [o._value for o in outs]
@@ -666,20 +670,126 @@ def _select(where, index, branches, operands, names):
     batching of ``lax.switch`` does. Written with tapegrad ops rather than left to JAX, whose
     batched switch masks the unselected operands with ``stop_gradient``, which JAX cannot
     transpose when the operands are tapegrad's tangents (reverse mode through ``tg.vmap``).
-    Unlike JAX's, the gradient of an unselected branch is multiplied by zero, not cut: a
-    branch whose derivative is infinite or NaN on the other examples' values gives NaN."""
-    results = [tree_flatten(b(*operands)) for b in branches]
-    first = results[0][1]
-    for (_, structure), name in zip(results[1:], names[1:]):
-        if structure != first:
-            raise TypeError(f"{where}: {names[0]} returns {show(first)} but {name} returns "
-                            f"{show(structure)}; every branch must return the same structure")
+
+    Recorded as one op (``Select``, :func:`_select_flat`) of the tensors the branches read or
+    return that were made before (captures), whose gradient is the selection of the branches'
+    gradients and whose JVP the selection of their JVPs (selections again, to any order), as
+    JAX's ``switch`` VJP is a ``switch`` of VJPs: each example gets its own branch's
+    derivatives only, so a branch singular at an example that does not take it (``sqrt``,
+    ``log`` of a negative) gives it an exact zero, as JAX's batched ``cond`` does, where a
+    plain ``tg.where`` of the branches would give NaN (``0 * nan``)."""
     n = len(branches)
-    out = [_tensor(x) for x in results[-1][0]]
-    for k in range(n - 2, -1, -1):
-        take = (index <= 0) if k == 0 else (index == k)
-        out = [_where(take, _tensor(a), o) for a, o in zip(results[k][0], out)]
-    return tree_unflatten(first, out)
+    takes = [(index <= 0) if k == 0 else (index >= n - 1) if k == n - 1 else (index == k)
+             for k in range(n)]
+    structures = {}
+
+    def flat(k, b):
+        def run():
+            leaves, structures[k] = tree_flatten(b(*operands))
+            return [_tensor(x) for x in leaves]
+        return run
+
+    def check():
+        for k, name in enumerate(names[1:], 1):
+            if structures[k] != structures[0]:
+                raise TypeError(f"{where}: {names[0]} returns {show(structures[0])} but "
+                                f"{name} returns {show(structures[k])}; every branch must "
+                                "return the same structure")
+
+    outs = _select_flat(takes, [flat(k, b) for k, b in enumerate(branches)], where, check)
+    return tree_unflatten(structures[0], outs)
+
+
+def _select_flat(takes, runs, where="tg.cond", check=None):
+    """Per output, each example's value from the run (a function of no argument returning a
+    flat list of Tensors) whose ``takes`` entry (a batched bool) holds; every run runs, with
+    the tapes paused (then ``check()``, if given, before the selection), and the selection is
+    recorded as one op (``Select``) of the runs' captures whose gradient and JVP are
+    selections of the runs' gradients and JVPs."""
+    state = _records._state
+    saved = state.tapes
+    observer = _Captures()
+    state.tapes = [observer]  # the tapes see one op, recorded below
+    try:
+        columns = [run() for run in runs]
+        if check is not None:
+            check()
+        outs = _selected(takes, columns)
+    finally:
+        state.tapes = saved
+    for t in (t for column in columns for t in column):  # a tensor returned as it is
+        if t._id < observer.first:
+            observer.found.setdefault(t._id, t)
+    captures = list(observer.found.values())
+
+    def grad(op, *dys):
+        return _select_vjp(takes, runs, captures, outs, dys, where)
+
+    def jvp(op, *ts):
+        return _select_jvp(takes, runs, captures, outs, ts, where)
+
+    _record("Select", [f"captured {_describe_capture(c)}" for c in captures], captures, outs,
+            grad, jvp)
+    return outs
+
+
+def _selected(takes, columns):
+    """Per output, each example's value from the column whose ``takes`` entry holds."""
+    out = columns[-1]
+    for take, column in zip(takes[-2::-1], columns[-2::-1]):
+        out = [_where(take, a, o) for a, o in zip(column, out)]
+    return out
+
+
+def _masked(take, t):
+    """``t`` where ``take`` holds, else zeros: the derivatives entering a branch, so that
+    those of the examples that do not take it are zeros (and JAX's transpose of a selection
+    stays finite through that branch)."""
+    return _where(take, t, zeros_like(t))
+
+
+def _select_vjp(takes, runs, captures, outs, dys, where):
+    fk = [k for k, c in enumerate(captures) if _floating(c)]
+    fo = [j for j, o in enumerate(outs) if _floating(o)]
+    out = [None] * len(captures)
+    if not fk or not fo:
+        return out
+    sources = [captures[k] for k in fk]
+    cts = [dys[j] if dys[j] is not None else zeros_like(outs[j]) for j in fo]
+
+    def back(take, run):
+        def gradient():
+            with GradientTape(watch_accessed_variables=False) as tape:
+                tape.watch(sources)
+                y = _guarded(run, (), captures, where)
+            return tape.gradient([y[j] for j in fo], sources,
+                                 output_gradients=[_masked(take, c) for c in cts],
+                                 unconnected_gradients=_ZERO)
+        return gradient
+
+    backs = [back(take, run) for take, run in zip(takes, runs)]
+    for k, g in zip(fk, _select_flat(takes, backs, where)):
+        out[k] = g
+    return out
+
+
+def _select_jvp(takes, runs, captures, outs, ts, where):
+    wk = [k for k in range(len(captures)) if ts[k] is not None]
+    fo = [j for j, o in enumerate(outs) if _floating(o)]
+
+    def tangent(take, run):
+        def jvp():
+            with ForwardAccumulator([captures[k] for k in wk],
+                                    [_masked(take, ts[k]) for k in wk]) as acc:
+                y = run()
+            return [acc.jvp(y[j], _ZERO) for j in fo]
+        return jvp
+
+    tangents = [tangent(take, run) for take, run in zip(takes, runs)]
+    out = [None] * len(outs)
+    for j, t in zip(fo, _select_flat(takes, tangents, where)):
+        out[j] = t
+    return tuple(out)
 
 
 def cond(pred, true_fn=None, false_fn=None, name=None):
