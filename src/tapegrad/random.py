@@ -26,7 +26,7 @@ import weakref
 import numpy as np
 
 from . import _backend
-from ._tensor import Tensor, Variable
+from ._tensor import Tensor, Variable, _binding
 
 _DEFAULT_GLOBAL_SEED = 87654321
 _keys = weakref.WeakValueDictionary()  # id -> a generator's key Variable (tg.vmap's loop
@@ -130,8 +130,11 @@ class Generator:
 
 def _host_draw(a) -> Tensor:
     """A Tensor of the NumPy draw ``a`` on the default backend (``array_api_strict``'s array when
-    that is the default, so that it mixes with the user's other tensors)."""
-    return Tensor(a if _backend.default_namespace() is np else _backend.asarray(a))
+    that is the default, so that it mixes with the user's other tensors), but NumPy's while
+    ``tg.function`` traces (Variables bound): JAX takes NumPy constants, not another backend's."""
+    if _backend.default_namespace() is np or _binding.values is not None:
+        return Tensor(a)
+    return Tensor(_backend.asarray(a))
 
 
 def _check_seed(seed):
