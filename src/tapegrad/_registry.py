@@ -229,8 +229,9 @@ def primitive(op_type: str, *, samples=None, real_only: bool = False,
     per-example calls, from one call.
 
     Raises ``TypeError`` if ``op_type`` is not a non-empty string, ``ValueError`` if it is
-    already defined by other code or ``vmap_method`` is not one of the three names; the same definition run again (the same function name,
-    file and line: a notebook cell re-run) replaces it with a warning. At call time the op
+    already defined by other code or ``vmap_method`` is not one of the three names; the same
+    definition run again (the same function name, file and line: a notebook cell re-run)
+    replaces it with a warning. At call time the op
     raises ``TypeError`` if the forward returns something other than a backend array or a
     tuple of them, or a NumPy array for inputs of another backend, and (``real_only``) for a
     complex input.
