@@ -113,7 +113,7 @@ def _mlp_loss_jax(params, x, labels):
     return -jnp.mean(jax.nn.log_softmax(logits)[jnp.arange(x.shape[0]), labels])
 
 
-def mlp(sizes, batch, number, repeat, tag):
+def mlp(sizes, batch, number, repeat, tag, target="<= 1.05", compiled_only=False):
     x, labels, params = make_mlp(sizes=sizes, batch=batch)
     lr = 0.01
 
@@ -157,11 +157,14 @@ def mlp(sizes, batch, number, repeat, tag):
     compiled(xd, ld).numpy()  # warm-up with the device data
     np_params = [p.copy() for p in params]
     t_jit, t_tg = time_blocks(run_peer, lambda: compiled(xd, ld), number, repeat)
+    if compiled_only:
+        return {f"{tag} compiled / jax.jit": (t_tg / t_jit, target),
+                f"{tag} jax.jit (ms)": (t_jit * 1e3, ""), f"{tag} compiled (ms)": (t_tg * 1e3, "")}
     (t_jit_np, _), (t_tg_np, _) = time_pair(run_peer_numpy, lambda: compiled(xt, lt).numpy(),
                                             number, repeat)
     (t_np, _), (t_eager, _) = time_pair(lambda: step_numpy(x, labels, np_params),
                                         lambda: step(xt, lt), number, repeat)
-    return {f"{tag} compiled / jax.jit": (t_tg / t_jit, "<= 1.1" if tag == "W3" else "<= 1.05"),
+    return {f"{tag} compiled / jax.jit": (t_tg / t_jit, target),
             f"{tag} per-call NumPy: compiled / jax.jit": (t_tg_np / t_jit_np, ""),
             f"{tag} compiled / NumPy": (t_tg / t_np, ""),
             f"{tag} jax.jit / NumPy": (t_jit / t_np, ""),
@@ -240,9 +243,12 @@ def main(argv=None):
     pin_allocator()
     rows = {}
     rows.update(w1(200 if args.quick else 1000, reps))
-    rows.update(mlp((784, 64, 64, 10), 16, 50 if args.quick else 300, reps, "W3"))
+    rows.update(mlp((784, 64, 64, 10), 16, 50 if args.quick else 300, reps, "W3", "<= 1.1"))
     rows.update(mlp((784, 512, 512, 10), 256, 2 if args.quick else 10, reps, "W2"))
     rows.update(w4(5 if args.quick else 30, reps))
+    if _DEVICE.platform == "gpu":  # issue 19's GPU row: too slow to be worth it on a CPU
+        rows.update(mlp((784, 512, 512, 10), 4096, 5 if args.quick else 50, reps, "MLP b4096",
+                        "<= 1.1", compiled_only=True))
     rows.update(digits_compile_time())
     print_table(rows, 46)
     return rows
