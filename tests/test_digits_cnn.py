@@ -49,6 +49,7 @@ def test_data_parallel_on_four_cpu_devices():
 
     pytest.importorskip("jax")
     env = {k: v for k, v in os.environ.items() if k not in ("TAPEGRAD_ARRAY_BACKEND", "XLA_FLAGS")}
+    env["JAX_PLATFORMS"] = "cpu"  # host devices, also where a GPU is present
     proc = subprocess.run([sys.executable, "-m", "tapegrad.examples.digits_cnn", "--epochs", "2",
                            "--devices", "4"], capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -86,15 +86,37 @@ def complex_cases():
     return cases
 
 
+# Ops whose outputs hold vectors fixed only up to their signs (their complex derivatives are not
+# implemented, so real ones): {op type: {output: the axis along which a vector's entries lie}}.
+# LAPACK and cuSOLVER may pick different signs (eager NumPy against XLA on a GPU), so every sweep
+# sees each vector with its largest entry made positive: the sign is locally constant, so the
+# derivatives are the op's own.
+_SIGN_FREE = {"Eigh": {1: -2}, "Svd": {0: -2, 2: -1}, "Qr": {0: -2, 1: -1}}
+
+
+def _fixed_signs(y, axis):
+    """``y`` with each vector along ``axis`` multiplied by the sign of its largest entry."""
+    if y.shape[axis] == 0 or 0 in y.shape:
+        return y
+    largest = tg.take_along_axis(y, tg.argmax(tg.abs(y), axis=axis, keepdims=True), axis=axis)
+    return y * tg.sign(largest)
+
+
 def sample_function(op_type, args, attrs, positions):
-    """The op of ``op_type`` as a function of the sample's random inputs (the others fixed)."""
+    """The op of ``op_type`` as a function of the sample's random inputs (the others fixed);
+    vectors fixed up to sign have their largest entries made positive (``_SIGN_FREE``)."""
     op = tg.registered_ops()[op_type].public
+    sign_free = _SIGN_FREE.get(op_type, {})
 
     def f(*xs):
         full = list(args)
         for p, x in zip(positions, xs):
             full[p] = (x + tg.matrix_transpose(x)) / 2.0 if op_type in _SYMMETRIC_INPUT else x
-        return op(*full, **attrs)
+        out = op(*full, **attrs)
+        if not sign_free:
+            return out
+        return type(out)(_fixed_signs(y, sign_free[k]) if k in sign_free else y
+                         for k, y in enumerate(out))
 
     return f
 

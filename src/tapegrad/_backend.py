@@ -240,8 +240,13 @@ def to_numpy(a):
         return np.asarray(a)
     try:
         return np.from_dlpack(a)
-    except (TypeError, RuntimeError, BufferError):
-        return np.asarray(a)
+    except (TypeError, RuntimeError, BufferError):  # not on the host (CuPy), or no DLPack
+        pass
+    try:  # a copy to the host, by DLPack's device argument (Array API 2023.12)
+        return np.from_dlpack(a, device="cpu", copy=True)
+    except (TypeError, RuntimeError, BufferError, ValueError, NotImplementedError):
+        get = getattr(a, "get", None)  # CuPy's explicit copy to the host
+        return get() if callable(get) and not isinstance(a, dict) else np.asarray(a)
 
 
 def _via_numpy(xp, fn):

@@ -170,6 +170,7 @@ class Function:
         self._recent = collections.deque(maxlen=_RETRACE_THRESHOLD)  # (call, changed leaves)
         self._last_key = None  # the key (and leaf paths) of the last trace
         self._retrace_warned = False
+        self._tensor_float_32 = config._tensor_float_32  # the setting its programs traced with
 
     def experimental_get_tracing_count(self) -> int:
         """The number of signatures traced so far (one per signature)."""
@@ -190,6 +191,10 @@ class Function:
         """A call with positional ``args`` and ``kwargs``; ``instance`` is the object a method
         is bound to (static, keyed by identity), or ``_UNBOUND``."""
         self._calls += 1
+        if self._tensor_float_32 is not config._tensor_float_32:  # traced at another precision
+            self._tensor_float_32 = config._tensor_float_32
+            self._programs.clear()
+            self._by_shapes.clear()
         if self._signature is not None:
             self._check_signature(args)
         bound = instance is not _UNBOUND
@@ -476,7 +481,8 @@ class _Program:
                                           _backend.np_dtype(_raw(leaves[k]).dtype))
                      for k in self.dynamic]
         try:
-            with config.x64_scope(jax):  # float64 as eagerly, for tapegrad's programs only
+            # float64 as eagerly, for tapegrad's programs only; float32 products not in TF32
+            with config.x64_scope(jax), config.precision_scope(jax):
                 closed = jax.make_jaxpr(pure)(var_avals, dyn_avals)
         except Exception as e:  # noqa: BLE001 - re-raised, explained where it is a tracing error
             raise _explained(e, self.name) from e

@@ -671,7 +671,7 @@ class _JaxCall:
             run = self.jitted = jax.jit(flat_fn)
             self.index, self.result_tree = index._value, result_tree
         try:
-            with np.errstate(all="ignore"):
+            with np.errstate(all="ignore"), config.precision_scope(jax):
                 raw = run(*[_interop._jax_value(jax, v) for v in values])
         except ValueError as e:
             if "out_axes is None" in str(e):
@@ -715,7 +715,7 @@ class _Compiled:
         """The outputs of ``call`` (a :class:`_JaxCall` of this signature)."""
         jax = call.jax
         values = [call.p.leaves[k]._value for k in call.dyn]
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), config.precision_scope(jax):
             raw = self.jitted(*values, self.index)
         outs = _interop._outputs(jax, values, raw)
         return jax.tree_util.tree_unflatten(self.tree["tree"], outs)

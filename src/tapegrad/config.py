@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import types
 
 _run_eagerly = False
+_tensor_float_32 = False  # see enable_tensor_float_32_execution
 _traces = threading.local()  # tg.function traces open in this thread (``tracing``)
 
 
@@ -38,6 +40,44 @@ def run_functions_eagerly(run_eagerly: bool) -> None:
 def functions_run_eagerly() -> bool:
     """Whether :func:`run_functions_eagerly` is on."""
     return _run_eagerly
+
+
+def enable_tensor_float_32_execution(enabled: bool) -> None:
+    """Let compiled float32 matrix products and convolutions use TensorFloat-32 (``True``) or
+    not (``False``, the default), as ``tf.config.experimental.enable_tensor_float_32_execution``.
+
+    TF32 (GPUs since NVIDIA's Ampere) rounds float32 inputs of a product to 10 mantissa bits:
+    several times faster, but relative errors near 1e-3 instead of 1e-7. Unlike TensorFlow
+    (and like PyTorch's matmul default), tapegrad keeps it off, so that a compiled program
+    computes what eager execution computes: its programs trace with JAX's float32 precision
+    (``jax.default_matmul_precision("float32")``); with ``True`` they keep JAX's default
+    precision, which is TF32 on such GPUs. On CPUs both give the same numbers. Programs
+    traced before a change are traced again at their next call. Raises ``TypeError`` for a
+    non-bool."""
+    global _tensor_float_32
+    if not isinstance(enabled, bool):
+        raise TypeError(f"enable_tensor_float_32_execution: expected True or False, got "
+                        f"{enabled!r}")
+    _tensor_float_32 = enabled
+
+
+def tensor_float_32_execution_enabled() -> bool:
+    """Whether :func:`enable_tensor_float_32_execution` is on (``False`` by default)."""
+    return _tensor_float_32
+
+
+experimental = types.SimpleNamespace(
+    enable_tensor_float_32_execution=enable_tensor_float_32_execution,
+    tensor_float_32_execution_enabled=tensor_float_32_execution_enabled)
+
+
+def precision_scope(jax):
+    """A context manager in which JAX traces float32 products and convolutions at float32
+    precision, unless :func:`enable_tensor_float_32_execution` is on (then JAX's default).
+    JAX records the precision in each traced product, so only tracing needs it."""
+    if _tensor_float_32:
+        return contextlib.nullcontext()
+    return jax.default_matmul_precision("float32")
 
 
 def configure_jax(jax, process_x64=None) -> None:

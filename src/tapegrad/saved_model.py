@@ -294,7 +294,7 @@ def _discover(jax, entry, named, specs):
     var_avals = [jax.ShapeDtypeStruct(tuple(v.shape), _backend.np_dtype(v.dtype))
                  for v in candidates]
     try:
-        with config.x64_scope(jax):
+        with config.x64_scope(jax), config.precision_scope(jax):
             closed = jax.make_jaxpr(pure)(var_avals, specs)
     except Exception as e:  # noqa: BLE001 - a Variable created first is the likely cause
         if info.get("created"):

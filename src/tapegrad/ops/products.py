@@ -135,7 +135,10 @@ def _tensordot(x1, x2, *, axes=2):
     try:
         if not _contractible(_shape(x1), _shape(x2), axes):
             raise ValueError("the shapes do not fit")  # JAX would raise TypeError
-        return _ns(x1, x2).tensordot(x1, x2, axes=axes)
+        # as tuples: CuPy takes a 0-d operand only with axes 0 or ((), ()), not ([], [])
+        pairs = axes if isinstance(axes, int) else tuple(
+            tuple(a) if isinstance(a, list) else a for a in axes)
+        return _ns(x1, x2).tensordot(x1, x2, axes=pairs)
     except (ValueError, IndexError) as e:
         raise ValueError(f"tensordot: cannot contract shapes {_shape(x1)} and {_shape(x2)} "
                          f"over axes={axes}: the contracted axes must exist and have equal "
