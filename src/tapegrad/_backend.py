@@ -85,6 +85,9 @@ def asarray(value, dtype=None, xp=None, copy=None):
         xp = namespace(value)
         if xp is np and _default is not np:
             xp = _default
+    if (xp is not np and hasattr(value, "__dlpack__") and type(value) is not np.ndarray
+            and namespace(value) is not xp):  # another library's array (CuPy's): via the host
+        value = to_numpy(value)
     if xp is not np and isinstance(value, (np.ndarray, np.generic)):
         if dtype is None:
             dtype = value.dtype  # a NumPy value keeps its dtype on another backend
