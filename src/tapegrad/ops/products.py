@@ -67,12 +67,20 @@ def _matmul_grad(op, dy):
     need_a, need_b = op.needs_input_grad
     if a.ndim == 1 and b.ndim == 1:  # dot product: dC is 0-d
         return dy * b if need_a else None, dy * a if need_b else None
+    da = db = None
+    # a matrix-vector product's gradient for the vector: a product with the matrix itself, not
+    # with a transposed copy (a second constant of a tg.function's program, if it is constant)
+    if need_a and a.ndim == 1 and b.ndim == 2:
+        da, need_a = matmul(b, dy), False  # B dC
+    if need_b and a.ndim == 2 and b.ndim == 1:
+        db, need_b = matmul(dy, a), False  # (dC^T A)^T
+    if not (need_a or need_b):
+        return da, db
     a2, b2 = a, b
     if a.ndim == 1:
         a2, dy = reshape(a, (1, a.shape[0])), expand_dims(dy, axis=-2)
     if b.ndim == 1:
         b2, dy = reshape(b, (b.shape[0], 1)), expand_dims(dy, axis=-1)
-    da = db = None
     if need_a:
         da = _sum_to(matmul(dy, matrix_transpose(b2)), a2.shape)
         da = da if a2 is a else reshape(da, a.shape)
