@@ -1169,7 +1169,8 @@ def test_float32_products_trace_at_float32_precision_unless_tensor_float_32_is_e
     def precision():
         (program,) = f._programs.values()
         ones = jax.numpy.ones((2, 2), jax.numpy.float32)
-        lowered = program.compiled.lower(ones, ones).as_text()
+        with tg.config.x64_scope(jax):  # as tapegrad's calls run it
+            lowered = program.compiled.lower(ones, ones).as_text()
         return re.findall(r"precision = \[(\w+), \w+\]", lowered)
 
     assert not tg.config.experimental.tensor_float_32_execution_enabled()
