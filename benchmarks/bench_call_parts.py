@@ -89,20 +89,9 @@ def main():
     def f_jax(x):
         return jnp.sum(jnp.tanh(a @ x) ** 2)
 
-    at = tg.constant(a)
-
-    def hvp(x, v):
-        with tg.GradientTape() as outer:
-            outer.watch(x)
-            with tg.GradientTape() as inner:
-                inner.watch(x)
-                y = tg.sum(tg.tanh(at @ x) ** 2)
-            g = inner.gradient(y, x)
-            gv = tg.sum(g * v)
-        return outer.gradient(gv, x)
-
     parts("W4", jax.jit(lambda x, v: jax.jvp(jax.grad(f_jax), (x,), (v,))[1]),
-          (jnp.asarray(x0), jnp.asarray(v0)), tg.function(hvp, jit_compile=True),
+          (jnp.asarray(x0), jnp.asarray(v0)),
+          tg.function(bf.hvp_tg(tg.constant(a)), jit_compile=True),
           (tg.asarray(x0, device=bf._DEVICE), tg.asarray(v0, device=bf._DEVICE)), 30)
 
 

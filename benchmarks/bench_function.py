@@ -179,6 +179,20 @@ def _mlp_tg(variables, x):
 
 
 # --- W4: Hessian-vector product ------------------------------------------------------------
+def hvp_tg(at):
+    """W4's tapegrad side: ``hvp(x, v)`` of ``sum(tanh(at @ x)^2)``, reverse over reverse."""
+    def hvp(x, v):
+        with tg.GradientTape() as outer:
+            outer.watch(x)
+            with tg.GradientTape() as inner:
+                inner.watch(x)
+                y = tg.sum(tg.tanh(at @ x) ** 2)
+            g = inner.gradient(y, x)
+            gv = tg.sum(g * v)
+        return outer.gradient(gv, x)
+    return hvp
+
+
 def w4(number, repeat, n=1000):
     rng = np.random.default_rng(0)
     a = rng.normal(size=(n, n)) / np.sqrt(n)
@@ -189,17 +203,7 @@ def w4(number, repeat, n=1000):
 
     peer = jax.jit(lambda x, v: jax.jvp(jax.grad(f_jax), (x,), (v,))[1])
     at = tg.constant(a)
-
-    @tg.function(jit_compile=True)
-    def hvp(x, v):
-        with tg.GradientTape() as outer:
-            outer.watch(x)
-            with tg.GradientTape() as inner:
-                inner.watch(x)
-                y = tg.sum(tg.tanh(at @ x) ** 2)
-            g = inner.gradient(y, x)
-            gv = tg.sum(g * v)
-        return outer.gradient(gv, x)
+    hvp = tg.function(hvp_tg(at), jit_compile=True)
 
     @tg.function(jit_compile=True)
     def hvp_fr(x, v):  # what a tapegrad user writes: tg.hvp, forward over reverse as the peer
