@@ -1124,9 +1124,6 @@ def test_a_call_that_reads_then_assigns_a_variable_differentiates_at_the_value_i
     np.testing.assert_allclose(results["compiled"], results["eager"])
 
 
-@pytest.mark.skipif(tg._backend.default_namespace() is not np,
-                    reason="a closed-over constant of another backend (array_api_strict's "
-                           "arrays) does not mix with traced values")
 def test_a_closed_over_matrix_is_one_array_of_the_program_of_its_gradients():
     # W4 of benchmarks/bench_function.py: a Hessian-vector product of sum(tanh(A x)^2). A
     # gradient rule that transposed the constant A at trace time gave the program a new
@@ -1186,3 +1183,20 @@ def test_float32_products_trace_at_float32_precision_unless_tensor_float_32_is_e
     with pytest.raises(TypeError, match="enable_tensor_float_32_execution: expected True or "
                                         "False, got 1"):
         tg.config.experimental.enable_tensor_float_32_execution(1)
+
+
+def test_a_closed_over_tensor_of_the_default_backend_meets_the_traced_values():
+    # on another default backend (array_api_strict) the constant's ops took JAX tracers and
+    # raised TypeError ("Only numeric dtypes are allowed in matmul")
+    at = tg.constant(np.arange(9.0).reshape(3, 3) / 9.0)
+
+    def loss_and_grad(x):
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = tg.sum(tg.sin(at @ x) * at[0])
+        return y, tape.gradient(y, x)
+
+    x = tg.constant(np.array([1.0, -2.0, 0.5]))
+    got = tg.function(loss_and_grad)(x)
+    for g, e in zip(got, loss_and_grad(x)):
+        np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-12)

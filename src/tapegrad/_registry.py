@@ -19,7 +19,7 @@ import warnings
 
 import numpy as np
 
-from . import _backend, _records, _structural
+from . import _backend, _records, _structural, config
 from ._records import READS, record
 from ._samples import Arg, Sample  # noqa: F401 - op modules declare samples through here
 from ._tensor import _SCALARS, Tensor, _raw, _wrap
@@ -399,6 +399,8 @@ def _refuse_complex(opdef, values):
 def _run_forward(opdef, values, attrs):
     """``opdef.forward(*values, **attrs)``; a forward that needs concrete values of traced inputs
     (NumPy code inside ``tg.function``) runs as a host callback instead."""
+    if config.tracing():
+        values = _backend.mixable_with_jax(values, config.trace_constants())
     try:
         return opdef.forward(*values, **attrs)
     except TypeError as error:

@@ -20,11 +20,23 @@ def tracing() -> bool:
 @contextlib.contextmanager
 def trace_scope():
     """The block in which ``tg.function`` traces a Python function (see :func:`tracing`)."""
-    _traces.depth = getattr(_traces, "depth", 0) + 1
+    depth = getattr(_traces, "depth", 0)
+    if depth == 0:
+        _traces.constants = {}
+    _traces.depth = depth + 1
     try:
         yield
     finally:
         _traces.depth -= 1
+        if _traces.depth == 0:
+            _traces.constants = None
+
+
+def trace_constants() -> dict:
+    """The NumPy copies of other libraries' arrays made for this thread's trace (see
+    ``_backend.mixable_with_jax``): ``{id(array): (array, copy)}``, one copy per array, so
+    that the traced program holds each constant once. Valid while :func:`tracing`."""
+    return _traces.constants
 
 
 def run_functions_eagerly(run_eagerly: bool) -> None:
