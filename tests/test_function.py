@@ -1200,3 +1200,25 @@ def test_a_closed_over_tensor_of_the_default_backend_meets_the_traced_values():
     got = tg.function(loss_and_grad)(x)
     for g, e in zip(got, loss_and_grad(x)):
         np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-12)
+
+
+def test_closed_over_matrices_of_matrix_products_are_one_array_each_in_the_gradients_program():
+    # the gradient of X @ W for W is X^T dC: transposing the constant X while tracing put a
+    # transposed copy of it into the program beside X (likewise Z in W^T @ Z)
+    rng = np.random.default_rng(0)
+    xt, zt = tg.constant(rng.normal(size=(20, 5))), tg.constant(rng.normal(size=(5, 30)))
+
+    def gradient(w):
+        with tg.GradientTape() as tape:
+            tape.watch(w)
+            loss = tg.sum(tg.sin(xt @ w) ** 2) + tg.sum(tg.cos(w.mT @ zt))
+        return tape.gradient(loss, w)
+
+    w = tg.constant(rng.normal(size=(5, 3)))
+    f = tg.function(gradient)
+    np.testing.assert_allclose(f(w).numpy(), gradient(w).numpy(), rtol=1e-12)
+    (program,) = f._programs.values()
+    with tg.config.x64_scope(jax):
+        stablehlo = program.compiled.lower(w.numpy()).as_text()
+    constants = re.findall(r"stablehlo.constant dense<[^>]*> : tensor<(\w+)xf64>", stablehlo)
+    assert sorted(c for c in constants if "x" in c) == ["20x5", "5x30"]

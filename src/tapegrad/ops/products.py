@@ -11,6 +11,7 @@ import string
 
 import numpy as np
 
+from .. import config
 from .._backend import kernel as _kernel
 from .._backend import namespace as _ns
 from .._backend import register_kernel as _register_kernel
@@ -81,13 +82,26 @@ def _matmul_grad(op, dy):
         a2, dy = reshape(a, (1, a.shape[0])), expand_dims(dy, axis=-2)
     if b.ndim == 1:
         b2, dy = reshape(b, (b.shape[0], 1)), expand_dims(dy, axis=-1)
-    if need_a:
-        da = _sum_to(matmul(dy, matrix_transpose(b2)), a2.shape)
+    if need_a:  # dC B^T, or (B dC^T)^T for a constant B in a trace
+        da = (matrix_transpose(matmul(b2, matrix_transpose(dy))) if _constant_in_trace(b2, dy)
+              else matmul(dy, matrix_transpose(b2)))
+        da = _sum_to(da, a2.shape)
         da = da if a2 is a else reshape(da, a.shape)
-    if need_b:
-        db = _sum_to(matmul(matrix_transpose(a2), dy), b2.shape)
+    if need_b:  # A^T dC, or (dC^T A)^T for a constant A in a trace
+        db = (matrix_transpose(matmul(matrix_transpose(dy), a2)) if _constant_in_trace(a2, dy)
+              else matmul(matrix_transpose(a2), dy))
+        db = _sum_to(db, b2.shape)
         db = db if b2 is b else reshape(db, b.shape)
     return da, db
+
+
+def _constant_in_trace(x, dy) -> bool:
+    """Whether ``x`` is a constant (a concrete array) of a ``tg.function`` trace in which the
+    cotangent ``dy`` is traced: transposing ``x`` would run eagerly and put a transposed copy
+    of it into the program beside it, where a transpose of ``dy`` is traced and folded by XLA.
+    Eagerly the products keep the transposed operand (C-ordered NumPy results)."""
+    return (config.tracing() and type(dy._value).__module__.startswith("jax")
+            and not type(x._value).__module__.startswith("jax"))
 
 
 def matmul(x1, x2, /):
