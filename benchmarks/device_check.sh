@@ -2,9 +2,10 @@
 # Issue 19's GPU checks, as one run on a machine with an NVIDIA GPU and JAX, CuPy, pytest,
 # hypothesis and pytest-xdist installed (the development machine's `device` tool): the suite
 # with JAX's default device a GPU, the CuPy tests, some test files on the CuPy backend,
-# benchmarks/bench_function.py (which adds its batch-4096 MLP row on a GPU) and the digits demo
-# compiled and eager, and bench_call_parts.py. Wheels for what is missing there (array-api-compat, array-api-strict) are
-# taken from .whl/ when present. Logs go to $OUT (default: ./device_out).
+# benchmarks/bench_call_parts.py, benchmarks/bench_function.py (which adds its batch-4096 MLP
+# row on a GPU) and the digits demo, compiled and eager. Wheels for what is missing there
+# (array-api-compat, array-api-strict) are taken from .whl/ when present. Logs go to $OUT
+# (default: ./device_out).
 set -u
 OUT=${OUT:-device_out}; mkdir -p "$OUT"
 if compgen -G ".whl/*.whl" > /dev/null; then
