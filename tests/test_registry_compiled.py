@@ -20,15 +20,19 @@ import tapegrad as tg
 from test_registry_gradients import first_sample_cases, floating_outputs
 
 jax = pytest.importorskip("jax")
-pytestmark = pytest.mark.skipif(
-    tg._backend.default_namespace().__name__ == "array_api_strict",
-    reason="inside a trace, gradient rules make NumPy constants (and JAX literals) that meet "
-           "array_api_strict's constants in ops of constants only, which array_api_strict "
-           "refuses (tried on 2026-11-27: most cases failed)")
+# On array_api_strict, the compiled derivatives of these ops still meet, inside the trace,
+# arrays that their rules make on the default backend (array_api_strict refuses JAX's tracers,
+# and JAX refuses its arrays as a loop body's outputs): a TypeError, not a wrong value.
+_STRICT_REFUSED = {"MaxPoolGrad", "MaxPoolGradGrad", "ReluGrad", "SigmoidCrossEntropyWithLogits",
+                   "Sort", "SparseSoftmaxCrossEntropyWithLogits",
+                   "SparseSoftmaxCrossEntropyWithLogitsGrad", "Where"}
 
 
 @pytest.mark.parametrize("op_type", first_sample_cases())
 def test_gradient_compiled_and_in_a_compiled_loop(op_type):
+    if op_type in _STRICT_REFUSED and tg._backend.default_namespace().__name__ == (
+            "array_api_strict"):
+        pytest.skip("its derivatives meet array_api_strict's arrays inside the trace")
     opdef = tg.registered_ops()[op_type]
     rng = np.random.default_rng([zlib.crc32(op_type.encode()), 7])
     args, attrs, float_positions = opdef.samples[0].materialize(rng)

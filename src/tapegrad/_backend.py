@@ -254,23 +254,23 @@ def to_numpy(a):
 
 def mixable_with_jax(values, copies):
     """``values`` (an op's inputs inside a JAX trace) with the arrays of libraries other than
-    NumPy and JAX as NumPy arrays, a copy through the host: JAX takes NumPy constants but not,
-    say, array_api_strict's or CuPy's (a Tensor of another default backend that a
-    ``tg.function`` closes over). ``values`` itself when none is, or no JAX value is among
-    them (an op of constants only runs on their library). ``copies`` (``{id(array): (array,
+    NumPy and JAX, and NumPy's subclasses (JAX's literals), as NumPy arrays, a copy through
+    the host: JAX takes NumPy constants but not, say, array_api_strict's or CuPy's (a Tensor
+    of another default backend that a ``tg.function`` closes over), and those libraries do
+    not take NumPy's arrays, which gradient rules make in a trace; so inside one, constants
+    are NumPy's. ``values`` itself when none is converted. ``copies`` (``{id(array): (array,
     copy)}``, kept for the trace) gives each array one copy, so the program holds it once."""
-    spaces = [None if type(v) is np.ndarray or isinstance(v, np.generic)
-              or not hasattr(v, "__array_namespace__") else namespace(v).__name__
-              for v in values]
-    if not any(s is not None and s.startswith("jax") for s in spaces):
-        return values
-    out = list(values)
-    for k, (v, s) in enumerate(zip(values, spaces)):
-        if s is not None and not s.startswith("jax"):
-            if id(v) not in copies:
-                copies[id(v)] = (v, to_numpy(v))  # v kept: its id is not reused meanwhile
-            out[k] = copies[id(v)][1]
-    return out
+    out = None
+    for k, v in enumerate(values):
+        if (type(v) is np.ndarray or isinstance(v, np.generic)
+                or not hasattr(v, "__array_namespace__")
+                or not isinstance(v, np.ndarray) and namespace(v).__name__.startswith("jax")):
+            continue
+        if id(v) not in copies:
+            copies[id(v)] = (v, np.asarray(to_numpy(v)))  # v kept: its id is not reused
+        out = list(values) if out is None else out
+        out[k] = copies[id(v)][1]
+    return values if out is None else out
 
 
 def _via_numpy(xp, fn):

@@ -73,12 +73,13 @@ def check_gradient(op, k, x, g, fn):
     gv, xv = g._value, x._value
     if gv.shape != xv.shape:
         g = _unbroadcast(op, k, x, g, fn)
-    if gv.dtype is not xv.dtype and gv.dtype != xv.dtype:
+    np_dtype = _backend.np_dtype  # also across libraries (NumPy constants in a trace)
+    if gv.dtype is not xv.dtype and np_dtype(gv.dtype) != np_dtype(xv.dtype):
         out_dtypes = [o._value.dtype for o in op.outputs]
         if gv.dtype in out_dtypes and _backend.is_floating(xv.dtype):
-            if _backend.np_dtype(gv.dtype).kind == "c" != _backend.np_dtype(xv.dtype).kind:
+            if np_dtype(gv.dtype).kind == "c" != np_dtype(xv.dtype).kind:
                 g = ops.real(g)
-            if g._value.dtype != xv.dtype:
+            if np_dtype(g._value.dtype) != np_dtype(xv.dtype):
                 g = ops.astype(g, xv.dtype)  # undo type promotion, as broadcasting is undone
         else:
             raise GradientShapeError(
