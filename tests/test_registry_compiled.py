@@ -20,9 +20,11 @@ import tapegrad as tg
 from test_registry_gradients import first_sample_cases, floating_outputs
 
 jax = pytest.importorskip("jax")
-# On array_api_strict, the compiled derivatives of these ops still meet, inside the trace,
-# arrays that their rules make on the default backend (array_api_strict refuses JAX's tracers,
-# and JAX refuses its arrays as a loop body's outputs): a TypeError, not a wrong value.
+# On array_api_strict, the derivatives of these ops still meet array_api_strict's arrays where
+# JAX's values are: arrays their rules make on the default backend inside a trace (which
+# array_api_strict's functions then get with tracers), a loop body's outputs (which JAX
+# refuses), or the JVP rule of tg.to_jax, which JAX calls on concrete NumPy values outside
+# any trace (Where). A TypeError, not a wrong value.
 _STRICT_REFUSED = {"MaxPoolGrad", "MaxPoolGradGrad", "ReluGrad", "SigmoidCrossEntropyWithLogits",
                    "Sort", "SparseSoftmaxCrossEntropyWithLogits",
                    "SparseSoftmaxCrossEntropyWithLogitsGrad", "Where"}
