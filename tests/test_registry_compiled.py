@@ -22,11 +22,9 @@ from test_registry_gradients import first_sample_cases, floating_outputs
 jax = pytest.importorskip("jax")
 # On array_api_strict, the derivatives of these ops still meet array_api_strict's arrays where
 # JAX's values are: arrays their rules make on the default backend inside a trace (which
-# array_api_strict's functions then get with tracers), a loop body's outputs (which JAX
-# refuses), or the JVP rule of tg.to_jax, which JAX calls on concrete NumPy values outside
-# any trace (Where). A TypeError, not a wrong value.
-_STRICT_REFUSED = {"MaxPoolGrad", "MaxPoolGradGrad", "ReluGrad", "SigmoidCrossEntropyWithLogits",
-                   "Sort", "SparseSoftmaxCrossEntropyWithLogits",
+# array_api_strict's functions then get with tracers), or the JVP rule of tg.to_jax, which
+# JAX calls on concrete NumPy values outside any trace (Where). A TypeError, not a wrong value.
+_STRICT_REFUSED = {"SigmoidCrossEntropyWithLogits", "Sort", "SparseSoftmaxCrossEntropyWithLogits",
                    "SparseSoftmaxCrossEntropyWithLogitsGrad", "Where"}
 
 

@@ -71,8 +71,8 @@ def _compiled(leaves) -> bool:
 
 
 def _as_jax(a):
-    """A loop's input array as JAX takes it: JAX's and NumPy's as they are, others (another
-    default backend's constants) through NumPy."""
+    """A loop's or branch's input or output array as JAX takes it: JAX's and NumPy's as they
+    are, others (another default backend's constants) through NumPy."""
     if isinstance(a, (np.ndarray, np.generic)) or type(a).__module__.startswith("jax"):
         return a
     return np.asarray(_backend.to_numpy(a))
@@ -240,7 +240,7 @@ def _discover(fn, specs) -> _Found:
                 observer.found.setdefault(o._id, o)
         found.append(_Found(list(observer.found.values()), list(assigned),
                             [_spec(o) for o in outs]))
-        return [o._value for o in outs]
+        return [_as_jax(o._value) for o in outs]
 
     jax.eval_shape(traced, *[jax.ShapeDtypeStruct(s, d) for s, d in specs])
     result = found[-1]
@@ -309,7 +309,7 @@ def _scan_flat(step, carries, xs, length, reverse=False, unroll=1, where="tg.lax
     def body(c, x):
         outs, _ = _isolated(lambda ts: full([*ts[nc:nc + ns], *ts[:nc], *ts[nc + ns:]]),
                             [Tensor(a) for a in (*c, *x)])
-        new = [o._value for o in outs]
+        new = [_as_jax(o._value) for o in outs]
         return [*new[:nc], *new[nc + ny:]], (new[nc:nc + ny], list(c) if keep else [])
 
     init = [*[_as_jax(c._value) for c in carries], *[v._value for v in state]]
@@ -453,7 +453,7 @@ def _switch_flat(index, branches, where="tg.switch_case", names=None):
     def as_jax(full):
         def run(*s):
             outs, _ = _isolated(full, [Tensor(a) for a in s])
-            return [o._value for o in outs]
+            return [_as_jax(o._value) for o in outs]
         return run
 
     s_init = [v._value for v in state]
@@ -544,7 +544,7 @@ def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
 
     def jbody(c):
         outs, _ = _isolated(body, [Tensor(a) for a in c[:ns + n]])
-        new = [o._value for o in outs]
+        new = [_as_jax(o._value) for o in outs]
         return [*new[n:], *new[:n], *([c[-1] + 1] if bound else [])]
 
     init = [*[v._value for v in state], *[_as_jax(v._value) for v in loop_vars],
