@@ -73,8 +73,9 @@ def check_gradient(op, k, x, g, fn):
     gv, xv = g._value, x._value
     if gv.shape != xv.shape:
         g = _unbroadcast(op, k, x, g, fn)
-    np_dtype = _backend.np_dtype  # also across libraries (NumPy constants in a trace)
-    if gv.dtype is not xv.dtype and np_dtype(gv.dtype) != np_dtype(xv.dtype):
+    # compared as NumPy's: also across libraries (NumPy constants in a trace)
+    if gv.dtype is not xv.dtype and _backend.np_dtype(gv.dtype) != _backend.np_dtype(xv.dtype):
+        np_dtype = _backend.np_dtype
         out_dtypes = [o._value.dtype for o in op.outputs]
         if gv.dtype in out_dtypes and _backend.is_floating(xv.dtype):
             if np_dtype(gv.dtype).kind == "c" != np_dtype(xv.dtype).kind:
