@@ -34,7 +34,7 @@ import numpy as np
 import bench_function as bf
 import tapegrad as tg
 from tapegrad import config
-from tapegrad._tensor import device_array, on_device
+from tapegrad._variables import device_array, on_device
 
 jax, jnp = bf.jax, bf.jnp
 

@@ -56,7 +56,7 @@ import numpy as np  # noqa: E402
 
 import tapegrad as tg  # noqa: E402
 from tapegrad._function import _jax  # noqa: E402
-from tapegrad._tensor import device_array  # noqa: E402
+from tapegrad._variables import device_array  # noqa: E402
 
 jax = _jax()
 jnp = jax.numpy

@@ -27,7 +27,7 @@ import numpy as np
 import jax
 import tapegrad as tg
 from tapegrad.distribute import MirroredStrategy
-from tapegrad._tensor import device_array
+from tapegrad._variables import device_array
 
 assert len(jax.devices()) == 4, jax.devices()
 found = {}
@@ -396,6 +396,6 @@ def test_one_process_puts_the_whole_batch_with_device_put():
     s = tg.distribute.MirroredStrategy(devices=[0])
     assert s._process is None  # jax.process_count() == 1: no per-process slicing
     (x,) = s.experimental_distribute_values((np.arange(6.0).reshape(3, 2),))
-    a = tg._tensor.device_array(x)
+    a = tg._variables.device_array(x)
     assert a.sharding == s._sharded and a.shape == (3, 2)
     np.testing.assert_array_equal(np.asarray(a), np.arange(6.0).reshape(3, 2))

@@ -587,7 +587,7 @@ def _donating_step():
 
 @_device_resident
 def test_a_step_donates_the_old_state_only_nothing_else_holds():
-    from tapegrad._tensor import device_array
+    from tapegrad._variables import device_array
 
     v, w, step = _donating_step()  # v: 0 1 2 3 -> 1 3 5 7 -> 3 7 11 15
     (program,) = step._programs.values()
@@ -624,7 +624,7 @@ def test_a_step_donates_the_old_state_only_nothing_else_holds():
 
 @_device_resident
 def test_no_donation_while_a_tape_records():
-    from tapegrad._tensor import device_array
+    from tapegrad._variables import device_array
 
     v, w, step = _donating_step()
     (program,) = step._programs.values()
@@ -925,7 +925,7 @@ def test_concurrent_first_calls_trace_once_and_all_get_the_result():
 def test_a_variable_bound_in_one_thread_keeps_its_value_in_another():
     import threading
 
-    from tapegrad._tensor import bind_variables
+    from tapegrad._variables import bind_variables
 
     v = tg.Variable([1.0, 2.0])
     seen = []

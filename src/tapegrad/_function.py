@@ -51,9 +51,10 @@ import numpy as np
 from . import _backend, _leaks, _records, _registry, _structural, config
 from ._records import record
 from ._tape import GradientTape, UnconnectedGradients
-from ._tensor import (DeviceTensor, Tensor, Variable, _wrap, bind_variables, device_array,
-                      device_arrays, on_device, peek, set_all_on_device, set_on_device,
-                      sole_device_arrays, visible_variables)
+from ._tensor import Tensor, _wrap
+from ._variables import (DeviceTensor, Variable, bind_variables, device_array, device_arrays,
+                         on_device, set_all_on_device, set_on_device, sole_device_arrays,
+                         visible_variables)
 from .errors import NumericsError, describe_fn
 
 __all__ = ["function", "Function", "TensorSpec", "RetracingWarning"]
@@ -427,7 +428,7 @@ def _leaf_key(x, name):
     if isinstance(x, Variable):
         return ("variable", id(x))
     if isinstance(x, Tensor) or _is_array(x):
-        v = peek(x) if isinstance(x, Tensor) else x
+        v = x._peek() if isinstance(x, Tensor) else x
         return tuple(v.shape), _backend.np_dtype(v.dtype)
     try:
         hash(x)
@@ -621,7 +622,7 @@ class _Program:
 
 def _raw(x):
     """An argument leaf's array, for its shape and dtype (a device-resident one not copied)."""
-    return peek(x) if isinstance(x, Tensor) else x
+    return x._peek() if isinstance(x, Tensor) else x
 
 
 def _input(x):

@@ -17,7 +17,7 @@ import warnings
 
 from ._records import _state
 from ._structural import extend
-from ._tensor import Variable
+from ._variables import Variable
 from .errors import TapeLeakWarning
 
 _OWN_DIRS = tuple(p for p in {  # tapegrad's and NumPy's frames: never a conversion's site

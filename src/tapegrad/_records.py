@@ -16,7 +16,7 @@ import weakref
 
 from . import _backend
 from ._structural import extend
-from ._tensor import _SCALARS, Tensor, Variable, _raw, peek
+from ._tensor import _SCALARS, Tensor, _raw
 
 READS = {"none": 0, "inputs": 1, "outputs": 2, "both": 3}  # what a gradient function reads
 # A record drops a tensor its gradient does not read only from this many bytes on: a
@@ -163,15 +163,15 @@ def _drop(values):
     """``values`` with each Tensor of ``DROP_MIN_BYTES`` or more replaced by a placeholder
     (``values`` itself when there is none: the common case of small tensors)."""
     for t in values:
-        if isinstance(t, Tensor) and getattr(peek(t), "nbytes", DROP_MIN_BYTES) >= DROP_MIN_BYTES:
+        if isinstance(t, Tensor) and getattr(t._peek(), "nbytes", DROP_MIN_BYTES) >= DROP_MIN_BYTES:
             break
     else:
         return values
     out = []
     for t in values:
-        if isinstance(t, Tensor) and getattr(peek(t), "nbytes", DROP_MIN_BYTES) >= DROP_MIN_BYTES:
+        if isinstance(t, Tensor) and getattr(t._peek(), "nbytes", DROP_MIN_BYTES) >= DROP_MIN_BYTES:
             d = _new_object(Dropped)
-            v = peek(t)
+            v = t._peek()
             d.shape, d.dtype = v.shape, v.dtype
             t = d
         out.append(t)
@@ -248,8 +248,7 @@ def record(opdef, args, attrs, outs) -> None:
             if isinstance(a, Tensor):
                 if a._id in watched:
                     traced = True
-                elif (type(a) is not Tensor and tape._watch_vars and isinstance(a, Variable)
-                      and a.trainable):
+                elif type(a) is not Tensor and tape._watch_vars and a._variable and a.trainable:
                     tape._note_variable(a)  # a stand-in tape (custom_gradient's) notes only
                     traced = traced or a._id in watched
         if traced:
@@ -261,7 +260,7 @@ def record(opdef, args, attrs, outs) -> None:
 
 def _as_input(a):
     if isinstance(a, Tensor):
-        return a._snapshot() if isinstance(a, Variable) else a
+        return a._snapshot()
     if type(a) in _SCALAR_TYPES or a is None:
         return a
     return Tensor(_raw(a))  # a backend array: a constant to every tape
@@ -295,7 +294,7 @@ def new_record(opdef, args, attrs, outs, whole=False) -> Operation:
         op.inputs = _drop(args)
     if len(outs) == 1:
         o = outs[0]
-        v = o._value if type(o) is Tensor else peek(o)  # a compiled call's: not copied
+        v = o._value if type(o) is Tensor else o._peek()  # a compiled call's: not copied
         kind = getattr(v.dtype, "kind", None)  # _floating, inlined for NumPy dtypes
         op._out_ids = ids = (o._id,)
         op._float_out = ids if (kind in "fc" if kind is not None else _floating(v)) else ()
@@ -303,7 +302,7 @@ def new_record(opdef, args, attrs, outs, whole=False) -> Operation:
         op.outputs = outs if reads & 2 or small else _drop(outs)
     else:
         op._out_ids = tuple([o._id for o in outs])
-        op._float_out = tuple([o._id for o in outs if _floating(peek(o))])
+        op._float_out = tuple([o._id for o in outs if _floating(o._peek())])
         op.outputs = outs if reads & 2 else _drop(outs)
     return op
 

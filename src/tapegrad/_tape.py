@@ -20,7 +20,7 @@ from ._pytree import tree_flatten, tree_unflatten
 from ._records import READS, _live_tapes, _state, record
 from ._registry import CallDef
 from ._structural import extensions, ops
-from ._tensor import Tensor, Variable, _wrap
+from ._tensor import Tensor, _wrap
 from ._validation import as_gradient_list, check_gradient, no_gradient_error
 from ._views import OperationView
 from .errors import NotDifferentiableError, describe_fn
@@ -152,7 +152,7 @@ class GradientTape:
                               "gradient (only floating dtypes do); it is not watched",
                               stacklevel=2)
                 continue
-            if isinstance(t, Variable):
+            if t._variable:
                 self._note_variable(t)
             else:
                 self._watched.add(t._id)

@@ -17,7 +17,8 @@ import numpy as np
 
 from . import _backend, _records
 from ._registry import CallDef, no_gradient, primitive, variable_names
-from ._tensor import Tensor, Variable
+from ._tensor import Tensor
+from ._variables import Variable
 from .errors import GradientCountError, VariablesError, describe_fn
 from .ops import astype, clip
 

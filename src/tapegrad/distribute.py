@@ -26,7 +26,8 @@ import numpy as np
 from . import _backend, config
 from ._function import (Function, _BoundFunction, _callback_mesh, _input, _jax, _leaf_key,
                         _variable_input)
-from ._tensor import Tensor, device_array, live_variables, on_device, set_on_device
+from ._tensor import Tensor
+from ._variables import device_array, live_variables, on_device, set_on_device
 
 __all__ = ["MirroredStrategy", "ReduceOp", "get_strategy", "has_strategy", "process_rows"]
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 import functools
 import re
 
-from . import _tensor
-from ._tensor import Variable
+from . import _variables
+from ._variables import Variable
 
 _CAMEL_TO_SNAKE = re.compile(r"((?<=[a-z0-9])[A-Z]|(?!^)[A-Z](?=[a-z]))")  # TensorFlow's
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -49,15 +49,15 @@ class name_scope:  # noqa: N801 - TensorFlow's name
         return self._name
 
     def __enter__(self) -> str:
-        old = getattr(_tensor.name_scopes, "prefix", "")
+        old = getattr(_variables.name_scopes, "prefix", "")
         name = self._name
         scope = "" if not name else name if name.endswith("/") else f"{old}{name}/"
         self._outer.append(old)
-        _tensor.name_scopes.prefix = scope
+        _variables.name_scopes.prefix = scope
         return scope
 
     def __exit__(self, *exc):
-        _tensor.name_scopes.prefix = self._outer.pop()
+        _variables.name_scopes.prefix = self._outer.pop()
         return False
 
 

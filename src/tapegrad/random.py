@@ -26,7 +26,8 @@ import weakref
 import numpy as np
 
 from . import _backend
-from ._tensor import Tensor, Variable, _binding
+from ._tensor import Tensor
+from ._variables import Variable, _binding
 
 _DEFAULT_GLOBAL_SEED = 87654321
 _keys = weakref.WeakValueDictionary()  # id -> a generator's key Variable (tg.vmap's loop

@@ -34,7 +34,8 @@ import numpy as np
 from . import _backend, config
 from ._function import Function, TensorSpec
 from ._tape import GradientTape, UnconnectedGradients
-from ._tensor import Tensor, Variable, bind_variables, visible_variables
+from ._tensor import Tensor
+from ._variables import Variable, bind_variables, visible_variables
 from .errors import SavedModelError
 from .interop import from_jax
 from .module import Module, name_scope

@@ -34,7 +34,8 @@ from collections import deque
 import numpy as np
 
 from . import _backend
-from ._tensor import Tensor, Variable
+from ._tensor import Tensor
+from ._variables import Variable
 from .errors import CheckpointError
 
 __all__ = ["Checkpoint", "CheckpointLoadStatus", "CheckpointManager", "latest_checkpoint"]

@@ -25,7 +25,8 @@ from typing import NamedTuple
 
 from . import _backend, _structural
 from ._tape import GradientTape
-from ._tensor import Tensor, Variable
+from ._tensor import Tensor
+from ._variables import Variable
 
 INSTALL_HINT = ("install Graphviz, which provides the `dot` program: `sudo apt-get install "
                 "graphviz` (Debian/Ubuntu), `brew install graphviz` (macOS) or `conda install "

@@ -28,7 +28,8 @@ from .._backend import to_numpy as _to_numpy
 from .._backend import namespace as _ns
 from .._backend import xp_dtype as _xp_dtype
 from .._registry import RegisterGradient, RegisterJVP, Sample, linear_jvp, primitive
-from .._tensor import Tensor, on_device
+from .._tensor import Tensor
+from .._variables import on_device
 from .dtypes import namespace_of as _namespace_of
 
 

@@ -24,7 +24,8 @@ from .._backend import kernel as _kernel
 from .._backend import namespace as _ns
 from .._backend import register_kernel as _register_kernel
 from .._registry import RegisterGradient, RegisterJVP, Sample, linear_jvp, primitive
-from .._tensor import Tensor, Variable
+from .._tensor import Tensor
+from .._variables import Variable
 from .creation import zeros_like
 from .elementwise import where
 from .manipulation import reshape

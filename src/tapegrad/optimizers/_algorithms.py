@@ -21,7 +21,8 @@ import numpy as np
 from .. import _backend
 from .._backend import namespace as _ns
 from .._tape import GradientTape
-from .._tensor import Tensor, Variable, convert_to_tensor
+from .._tensor import Tensor, convert_to_tensor
+from .._variables import Variable
 from . import schedules as _schedules
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Nadam", "Lion"]

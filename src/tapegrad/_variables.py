@@ -1,0 +1,494 @@
+"""``Variable`` (a mutable tensor: parameters, optimizer state) and the device-resident values
+of compiled calls (``DeviceTensor``, of which ``Variable`` is a subclass).
+
+A compiled call's result is a :class:`DeviceTensor` and the Variables it updates hold their
+values the same way: the JAX array the program produced (``_device``) and no ``_value`` until
+something reads it there; the first read (an eager op, ``numpy()``, printing) makes the
+default backend's copy through the ``to_host`` extension point and keeps it. ``shape``,
+``dtype`` and ``device`` do not copy, and a compiled call takes the device array itself
+(:func:`device_array`). Plain Tensors are untouched by this: their ``_value`` is a slot, read
+at the cost it always had (the library's hottest path).
+
+This module sits above the tape: the core knows a Variable only through ``Tensor``'s
+protocol (``_variable``, ``trainable``, ``_snapshot``, ``_peek``).
+"""
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+import weakref
+
+import numpy as np
+
+from . import _backend
+from ._structural import extensions as _extensions
+from ._structural import ops as _structural_ops
+from ._tensor import Tensor, _float_default, _ids, _new, _numeric, _short
+
+_variables = weakref.WeakValueDictionary()  # id -> every live Variable (tg.function lifts them)
+name_scopes = threading.local()  # .prefix: Variable names' prefix, set by tapegrad.module.name_scope
+
+
+class _Binding(threading.local):
+    values = None  # {Variable id: value} read and assigned in this thread instead of the real ones
+    created = None  # the Variables this thread created while ``values`` was set
+
+
+_binding = _Binding()
+_UNBOUND = object()
+
+
+_SLOT = Tensor.__dict__["_value"]  # a Tensor's own storage; a Variable's _value looks at bindings
+
+
+class DeviceTensor(Tensor):
+    """A Tensor whose value is on a JAX device: a ``tg.function`` call's result, or made with
+    ``device=`` a JAX device (``tg.asarray(x, device=t.device)``).
+
+    It holds the device array in ``_device`` (``[device array, host copy or None, the
+    compiled function's name]``). Reading ``_value`` (an eager op, ``numpy()``, printing)
+    makes the default backend's copy on the first read, waiting for the program (its error is
+    raised there, naming the function), and keeps it; a compiled call takes the device array
+    (:func:`device_array`). ``shape``, ``dtype``, ``ndim``, ``size`` and ``device`` (the JAX
+    device) read the device array and make no copy. Otherwise a Tensor as any other.
+    """
+
+    __slots__ = ("_device",)
+
+    def _get_value(self):
+        try:
+            return _SLOT.__get__(self)
+        except AttributeError:
+            return _host_copy(self)
+
+    def _set_value(self, value):  # a rebinding (x[k] = v): the device array is stale
+        _SLOT.__set__(self, value)
+        _DEVICE.__set__(self, None)
+
+    _value = property(_get_value, _set_value)
+
+    def _peek(self):
+        """The device array when no host copy exists (none is made), else the host value. A
+        Variable bound by :func:`bind_variables` has the shape and dtype of its own value."""
+        try:
+            return _SLOT.__get__(self)
+        except AttributeError:
+            return _DEVICE.__get__(self)[0]
+
+    @property
+    def shape(self) -> tuple:
+        """The shape, a tuple of ints."""
+        return tuple(self._peek().shape)
+
+    @property
+    def dtype(self):
+        """The dtype, as tapegrad's (NumPy's) dtype object whatever the backend."""
+        dt = self._peek().dtype
+        return dt if isinstance(dt, np.dtype) else _backend.np_dtype(dt)
+
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return self._peek().ndim
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return int(self._peek().size)
+
+    @property
+    def device(self):
+        """The JAX device that holds the value (the backend array's, once it was rebound)."""
+        a = device_array(self)
+        return getattr(self._value if a is None else a, "device", "cpu")
+
+
+_DEVICE = DeviceTensor.__dict__["_device"]
+
+
+def _cache(t):
+    """``t``'s device cache (``[device array, host copy or None, function name]``), or None."""
+    if not isinstance(t, DeviceTensor):
+        return None
+    try:
+        return _DEVICE.__get__(t)
+    except AttributeError:
+        return None
+
+
+def _host_copy(t):
+    """``t``'s ``_value`` when its slot is empty: the host copy of its device array, made on
+    the first read (waiting for the program) and kept."""
+    cache = _cache(t)
+    if cache is None:
+        raise AttributeError(f"{type(t).__name__!r} object has no attribute '_value'")
+    host = cache[1]
+    if host is None:
+        host = cache[1] = _extensions.to_host(cache[0], cache[2])
+    _SLOT.__set__(t, host)
+    return host
+
+
+def device_array(t):
+    """The device array that holds ``t``'s current value, or None: a compiled call's result (or
+    a Variable it updated, or one whose value a call put on the device), unless the value was
+    rebound since (``x[k] = v``, ``assign``) or a Variable is bound in this thread."""
+    cache = _cache(t)
+    if cache is None:
+        return None
+    bound = _binding.values
+    if bound is not None and t._id in bound:
+        return None
+    return cache[0] if cache[1] is None else _current(t, cache)
+
+
+def device_arrays(variables) -> list:
+    """``[device_array(v) for v in variables]`` (Variables), looking at this thread's bindings
+    once: what a compiled call reads of its state on each call."""
+    if _binding.values is not None:
+        return [device_array(v) for v in variables]
+    arrays = []
+    for v in variables:
+        try:
+            cache = _DEVICE.__get__(v)
+        except AttributeError:  # never set: no device copy
+            cache = None
+        arrays.append(None if cache is None else cache[0] if cache[1] is None
+                      else _current(v, cache))
+    return arrays
+
+
+def _current(t, cache):
+    """``cache[0]`` if it holds ``t``'s present value (its host value is the host copy, or
+    there is none: then no host value exists, as no host copy was made), else None."""
+    try:
+        host = _SLOT.__get__(t)
+    except AttributeError:
+        return cache[0]
+    return cache[0] if host is cache[1] else None
+
+
+def on_device(array, name, host=None) -> DeviceTensor:
+    """A :class:`DeviceTensor` of ``array`` (a JAX array): an output of the compiled function
+    ``name``, or (``host``: its value on the default backend) an array put on a device."""
+    t = _new(DeviceTensor)
+    t._id = next(_ids)
+    _DEVICE.__set__(t, [array, host, name])
+    if host is not None:
+        _SLOT.__set__(t, host)
+    return t
+
+
+def set_on_device(v, array, host=None, name=None) -> None:
+    """Make ``array`` (a device array) Variable ``v``'s value: state a compiled call wrote
+    (``host`` None: no host copy until one is read), or the device copy of ``v``'s present
+    host value ``host`` that a call took. Inside :func:`bind_variables` of ``v``, a written
+    value goes to the binding and a device copy is not kept."""
+    bound = _binding.values
+    if bound is not None and v._id in bound:
+        if host is None:
+            bound[v._id] = array
+        return
+    _set_device(v, array, host, name)
+
+
+def set_all_on_device(variables, arrays, name) -> None:
+    """``set_on_device(v, a, name=name)`` for each Variable ``v`` and array ``a`` (the state a
+    compiled call wrote), looking at this thread's bindings once."""
+    if _binding.values is not None:
+        for v, a in zip(variables, arrays):
+            set_on_device(v, a, name=name)
+    else:
+        for v, a in zip(variables, arrays):
+            _set_device(v, a, None, name)
+
+
+def _set_device(v, array, host, name):
+    if host is None:
+        try:
+            cache = _DEVICE.__get__(v)
+        except AttributeError:
+            cache = None
+        if cache is None or cache[1] is not None:  # else the slot is empty already
+            try:
+                _SLOT.__delete__(v)
+            except AttributeError:
+                pass
+    _DEVICE.__set__(v, [array, host, name])
+
+
+def _device_refs(v) -> tuple:
+    """(references to Variable ``v``'s device cache, to its device array), counted as
+    :func:`sole_device_arrays` counts them (for its calibration, ``_SOLE_REFS``)."""
+    cache = _DEVICE.__get__(v)
+    return sys.getrefcount(cache), sys.getrefcount(cache[0])
+
+
+def sole_device_arrays(variables, positions) -> tuple:
+    """The positions ``k`` among ``positions`` (indices into the list ``variables``) whose
+    Variable's device array nothing but the Variable holds: a compiled call that writes
+    ``variables[k]`` may then donate that array (let XLA reuse its buffer for the new value).
+
+    A Variable is left out when it has no device array, is bound in this thread, or has a
+    host copy (a NumPy view of the buffer may be out: ``numpy()`` returned it), or when
+    another Python object references its device cache (a snapshot: ``read_value()``, a
+    tape's record) or the array itself: found by reference count, as
+    :meth:`Variable.assign_add` decides whether it may update in place (the counts as
+    :func:`_device_refs` takes them, calibrated below; the loop computes them the same way)."""
+    get, count = _DEVICE.__get__, sys.getrefcount
+    bound = _binding.values
+    most_cache, most_array = _SOLE_REFS
+    out = []
+    for k in positions:
+        v = variables[k]
+        try:
+            cache = get(v)
+        except AttributeError:
+            continue
+        if (cache is None or cache[1] is not None or count(cache) > most_cache
+                or count(cache[0]) > most_array or (bound is not None and v._id in bound)):
+            continue
+        out.append(k)
+    return tuple(out)
+
+
+class Variable(DeviceTensor):
+    """A mutable tensor: model parameters and optimizer state.
+
+    Args:
+        initial_value: array-like, copied.
+        trainable: tapes watch a trainable Variable automatically when an op reads it.
+        name: a label shown in ``repr`` and in optimizer warnings, prefixed by the enclosing
+            ``tg.name_scope``s (``"dense/kernel"``).
+        dtype: backend dtype; defaults to the value's (Python floats: the backend's default float).
+
+    A Variable works wherever a Tensor does; its value changes only through ``assign``,
+    ``assign_add`` and ``assign_sub``. They rebind the array, or update it in place only when
+    nothing else references it (NumPy, by reference count), so a tape or Tensor that holds an
+    older value still sees that value. A lazy value (Dask) is evaluated when assigned: held by
+    Dask (persisted) for a Dask Variable, computed to NumPy for a NumPy one. Raises
+    ``TypeError`` for string or object data.
+    """
+
+    __slots__ = ("trainable", "name")
+    _variable = True
+    _default_float = None  # a subclass may set float32 (tapegrad.compat.tensorflow does)
+
+    def _get_value(self):
+        bound = _binding.values
+        if bound is not None:
+            value = bound.get(self._id, _UNBOUND)
+            if value is not _UNBOUND:
+                return value
+        try:
+            return _SLOT.__get__(self)
+        except AttributeError:  # state a compiled call wrote: its host copy, made once
+            return _host_copy(self)
+
+    def _set_value(self, value):
+        bound = _binding.values
+        if bound is not None and self._id in bound:
+            bound[self._id] = value
+        else:
+            _SLOT.__set__(self, value)
+            _DEVICE.__set__(self, None)  # a device copy of an earlier value is stale
+
+    _value = property(_get_value, _set_value)
+
+    def __init__(self, initial_value, trainable: bool = True, name: str | None = None, dtype=None):
+        value = initial_value._value if isinstance(initial_value, Tensor) else initial_value
+        dtype = _float_default(value, dtype, self._default_float)
+        value = _backend.asarray(_numeric(value, "Variable"), dtype=dtype, copy=True)
+        super().__init__(_backend.materialize([value], [value])[0])
+        self.trainable = bool(trainable)
+        self.name = getattr(name_scopes, "prefix", "") + (
+            name if name is not None else f"Variable:{self._id}")
+        _variables[self._id] = self
+        if _binding.created is not None:
+            _binding.created.append(self)
+
+    def assign(self, value):
+        """Set the value; ``value`` must have this Variable's shape. Returns the Variable.
+
+        The value is copied and cast to the Variable's dtype. Raises ``ValueError`` on a shape
+        mismatch and ``TypeError`` when the cast would lose the kind of the data (a floating
+        value for an integer or boolean Variable, a complex one for a real Variable), as
+        TensorFlow does.
+        """
+        v = value._value if isinstance(value, Tensor) else value
+        xp = _backend.namespace(self._value)
+        self._check_kind(v, "assign")
+        return self._set(_backend.asarray(v, dtype=self._value.dtype, copy=True, xp=xp))
+
+    def assign_add(self, delta):
+        """``self = self + delta`` (``delta`` broadcastable to the shape); returns the Variable.
+
+        Raises ``TypeError`` as :meth:`assign` does.
+        """
+        d = self._operand(delta)
+        if self._alone(d):
+            self._value += d
+            return self
+        return self._set(self._value + d)
+
+    def assign_sub(self, delta):
+        """``self = self - delta`` (``delta`` broadcastable to the shape); returns the Variable.
+
+        Raises ``TypeError`` as :meth:`assign` does.
+        """
+        d = self._operand(delta)
+        if self._alone(d):
+            self._value -= d
+            return self
+        return self._set(self._value - d)
+
+    def _check_kind(self, v, where):
+        kind = _PY_KINDS.get(type(v))
+        if kind is None:
+            dt = getattr(v, "dtype", None)
+            if dt is not None and dt is self._value.dtype:
+                return  # the Variable's own dtype: always fits
+            kind = (dt.kind if isinstance(dt, np.dtype) else _backend.np_dtype(dt).kind
+                    if dt is not None else np.asarray(v).dtype.kind)
+        mine = self.dtype.kind
+        if _KIND_RANK.get(kind, 0) > _KIND_RANK.get(mine, 3):
+            raise TypeError(
+                f"Variable.{where}: a value of kind {_KIND_NAMES[kind]} cannot be stored in "
+                f"Variable {self.name!r} of dtype {self.dtype} without losing data; cast it "
+                f"first (tg.astype(value, {self.dtype}) or tg.round) if that is what you want")
+
+    def _operand(self, delta):
+        v = delta._value if isinstance(delta, Tensor) else delta
+        self._check_kind(v, "assign_add/assign_sub")
+        if isinstance(delta, Tensor):
+            return v
+        if isinstance(delta, (list, tuple)) or (  # a Python int too: JAX would wrap it around
+                isinstance(delta, (np.ndarray, np.generic, int))
+                and type(self._value) is not np.ndarray):
+            return _backend.asarray(delta, dtype=self._value.dtype,
+                                    xp=_backend.namespace(self._value))
+        return delta
+
+    def _alone(self, d) -> bool:
+        """True if only this Variable holds its NumPy array, so an in-place update by ``d``
+        (same shape or scalar, no dtype change) is invisible to every tape and Tensor."""
+        v = self._value
+        if type(v) is not np.ndarray or sys.getrefcount(v) > _ALONE_REFS or not v.flags.writeable:
+            return False
+        if type(d) is np.ndarray and d.dtype == v.dtype:  # the common case: a gradient step
+            return d.shape in (v.shape, ())
+        return (isinstance(d, (np.ndarray, np.generic, int, float))
+                and np.shape(d) in (v.shape, ()) and np.result_type(v, d) == v.dtype)
+
+    def _refs(self) -> int:  # the reference count _alone sees when nothing else holds the array
+        v = self._value
+        return sys.getrefcount(v)
+
+    def _set(self, v):
+        old = self._value
+        if type(v) is not np.ndarray:  # a lazy value is evaluated: no graph of past steps
+            v = _backend.materialize([v], [old])[0]
+        if tuple(v.shape) != tuple(old.shape):
+            raise ValueError(
+                f"cannot assign a value of shape {tuple(v.shape)} to Variable {self.name!r} of "
+                f"shape {self.shape}; reshape the value first"
+            )
+        if v.dtype != old.dtype:
+            v = _backend.namespace(old).astype(v, old.dtype)
+        self._value = v
+        return self
+
+    def read_value(self) -> Tensor:
+        """A Tensor holding the current value (a snapshot; later assigns do not change it).
+
+        Like reading the Variable in an op, this is recorded by active tapes, so gradients
+        flow from the snapshot back to the Variable.
+        """
+        return _structural_ops.identity(self)
+
+    def _snapshot(self) -> Tensor:
+        cache = _cache(self)
+        if cache is not None and device_array(self) is not None:  # shared: one host copy
+            t = _new(DeviceTensor)
+            _DEVICE.__set__(t, cache)
+            if cache[1] is not None:
+                _SLOT.__set__(t, cache[1])
+        else:
+            t = _new(Tensor)
+            t._value = self._value
+        t._id = self._id
+        return t
+
+    def __repr__(self):
+        return (f"<tg.Variable '{self.name}' shape={self.shape} dtype={self.dtype}, "
+                f"numpy={_short(self)}>")
+
+
+_KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}  # a higher kind does not fit a lower one
+_PY_KINDS = {bool: "b", int: "i", float: "f", complex: "c"}  # NumPy's kinds of Python scalars
+_KIND_NAMES = {"b": "bool", "u": "unsigned integer", "i": "integer", "f": "floating",
+               "c": "complex"}
+
+
+
+def live_variables() -> list:
+    """Every Variable that is still referenced, in no particular order."""
+    return list(_variables.values())
+
+
+def visible_variables() -> list:
+    """The Variables this thread works on: inside :func:`bind_variables`, those bound and those
+    created in the block; otherwise every live Variable."""
+    if _binding.values is None:
+        return live_variables()
+    return [v for i in _binding.values if (v := _variables.get(i)) is not None] + list(
+        _binding.created)
+
+
+class _Scope:
+    """What :func:`bind_variables` yields: ``values`` ({Variable id: its value in the block})
+    and ``created`` (the Variables created in the block, in order)."""
+
+    def __init__(self, values, created):
+        self.values, self.created = values, created
+
+
+@contextlib.contextmanager
+def bind_variables(pairs):
+    """Within the block and in this thread only, each Variable of ``pairs`` (``(Variable,
+    value)``) reads ``value`` and its assignments change only that binding; other threads see
+    the real values throughout. Yields a :class:`_Scope`. Blocks nest (an inner binding
+    shadows an outer one). tg.function traces inside one, so it never changes what another
+    thread's Variables hold."""
+    outer_values, outer_created = _binding.values, _binding.created
+    values = dict(outer_values) if outer_values is not None else {}
+    mine = {v._id: value for v, value in pairs}
+    values.update(mine)
+    scope = _Scope(values, [])
+    _binding.values, _binding.created = values, scope.created
+    try:
+        yield scope
+    finally:
+        _binding.values, _binding.created = outer_values, outer_created
+        if outer_created is not None:
+            outer_created.extend(scope.created)
+        if outer_values is not None:  # assignments to outer bindings stay visible outside
+            for i in outer_values:
+                if i not in mine:
+                    outer_values[i] = values[i]
+
+
+
+_ALONE_REFS = Variable(np.zeros(1))._refs()  # calibrated: counting differs across CPython versions
+
+
+def _calibrate_sole_refs():
+    """The counts :func:`_device_refs` gives for a Variable whose device cache and array
+    only it holds (counting differs across CPython versions)."""
+    v = Variable(np.zeros(1))
+    set_on_device(v, np.zeros(1))  # any object does: only the counts are read
+    return _device_refs(v)
+
+
+_SOLE_REFS = _calibrate_sole_refs()
