@@ -26,7 +26,7 @@ from . import custom_gradient as _cg
 from .custom_gradient import *  # noqa: F401,F403
 from . import config, debugging, fft, linalg, nn, optimizers, random, special, test, viz  # noqa: E402
 from . import train  # noqa: E402
-from . import _jacobian, _leaks  # noqa: E402,F401 - they plug into the core
+from . import _jacobian, _leaks, _once_differentiable  # noqa: E402,F401 - they plug into the core
 from . import control_flow as _control_flow
 from .control_flow import *  # noqa: F401,F403
 from . import lax  # noqa: E402

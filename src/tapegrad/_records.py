@@ -15,7 +15,6 @@ import threading
 import weakref
 
 from . import _backend
-from ._structural import extend
 from ._tensor import _SCALARS, Tensor, _raw
 
 READS = {"none": 0, "inputs": 1, "outputs": 2, "both": 3}  # what a gradient function reads
@@ -308,18 +307,3 @@ def new_record(opdef, args, attrs, outs, whole=False) -> Operation:
 
 
 _SCALAR_TYPES = frozenset(_SCALARS)
-
-
-# --- raw-array reads and conversions of traced tensors ---------------------------------------
-def _traced(t) -> bool:
-    return any(not tape._observer and t._id in tape._watched for tape in _state.tapes)
-
-
-def _note_raw_access(t):
-    """Called by ``Tensor.numpy()``: inside a gradient function, reading a traced tensor's
-    array makes the gradient once-differentiable."""
-    if _state.grad_op is not None and not _state.raw_access and _traced(t):
-        _state.raw_access = True
-
-
-extend(raw_access=_note_raw_access)

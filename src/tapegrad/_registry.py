@@ -250,8 +250,6 @@ def primitive(op_type: str, *, samples=None, real_only: bool = False,
                     f"primitive: op type {op_type!r} is already registered (by "
                     f"{describe_fn(opdef.forward)}); choose another name")
             opdef.forward = None
-        if real_only:
-            forward = _refusing_complex(op_type, forward)
         if opdef is None:
             opdef = _OPS[op_type] = OpDef(op_type, forward, samples)
         else:  # its gradient was registered first
@@ -293,33 +291,14 @@ def _is_complex(v) -> bool:
     return kind == "c" if kind is not None else _backend.np_dtype(dt).kind == "c"
 
 
-def _refusing_complex(op_type, forward):
-    """``forward`` raising ``TypeError`` for a complex input: the forward of a ``real_only`` op
-    type. Its NumPy fast path ``_numpy_fn`` stays as it is: the op's fast paths test NumPy
-    arrays themselves (``_make_op``), without a call more."""
-    @functools.wraps(forward)
-    def run(*values, **attrs):
-        for k, v in enumerate(values):
-            if _is_complex(v):
-                raise _complex_input_error(op_type, forward, k, v)
-        return forward(*values, **attrs)
-
-    return run
-
-
-def _complex_input_error(op_type, forward, k, v):
-    try:
-        names = [p for p in inspect.signature(forward).parameters]
-    except (TypeError, ValueError):
-        names = []
-    name = repr(names[k]) if k < len(names) else f"{k}"
+def _complex_input_error(opdef, k, v):
     dtype = "complex" if type(v) is complex else _backend.np_dtype(v.dtype)
     return TypeError(
-        f"op type {op_type!r}: input {name} has the complex dtype {dtype}, but {op_type} is "
-        "defined for real numbers only (it orders, rounds or clips values; TensorFlow and the "
-        "Array API refuse complex input too, NumPy would order by the real part first or drop "
-        "the imaginary part). Apply it to tg.real(z) and tg.imag(z) separately, or to "
-        "tg.abs(z), whichever you mean")
+        f"op type {opdef.type!r}: input {opdef.param_name(k)!r} has the complex dtype {dtype}, "
+        f"but {opdef.type} is defined for real numbers only (it orders, rounds or clips values; "
+        "TensorFlow and the Array API refuse complex input too, NumPy would order by the real "
+        "part first or drop the imaginary part). Apply it to tg.real(z) and tg.imag(z) "
+        "separately, or to tg.abs(z), whichever you mean")
 
 
 # The op wrapper, one template for every op: convert the inputs, run the forward (directly,
@@ -329,9 +308,9 @@ def _complex_input_error(op_type, forward, k, v):
 _OP_TEMPLATE = """
 def op({params}):
     {convert}
+    if real_only:
+        _refuse_complex(opdef, {values})
     if {on_numpy}:
-        if real_only:
-            _refuse_complex(opdef, {values})
         out = fast({call})
         if type(out) is not nd:
             out = _checked_result(opdef, out, {args})
@@ -373,8 +352,6 @@ def _make_op(opdef, fast_paths=True):
                       on_numpy="all([type(v) is nd or type(v) in scalar for v in values])",
                       values="values", call="*values, **attrs", args="args", attrs="attrs")
     forward = opdef.forward
-    if opdef.real_only:  # the template refuses complex input itself: not again in the wrapper
-        forward = forward.__wrapped__
     scope = dict(opdef=opdef, fast=getattr(forward, "_numpy_fn", None) or forward,
                  real_only=opdef.real_only, state=_records._state, T=Tensor, nd=np.ndarray,
                  scalar=_SCALAR_TYPES, new=object.__new__, ids=_tensor_ids, _raw=_raw,
@@ -393,7 +370,7 @@ def _refuse_complex(opdef, values):
     """Raise the ``TypeError`` of a real-only op type for the first complex input."""
     for k, v in enumerate(values):
         if _is_complex(v):
-            raise _complex_input_error(opdef.type, opdef.forward, k, v)
+            raise _complex_input_error(opdef, k, v)
 
 
 def _run_forward(opdef, values, attrs):

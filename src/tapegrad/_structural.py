@@ -65,16 +65,18 @@ def provide(**fns) -> None:
         setattr(ops, name, fn)
 
 
-_EXTENSION_POINTS = ("raw_access", "jacobian", "batch_jacobian", "host_callback", "explain",
+_EXTENSION_POINTS = ("raw_access", "gradient_call", "jacobian", "batch_jacobian", "host_callback", "explain",
                      "to_dot", "register_hook", "conversion", "to_host", "vectorize")
 
 
 class ExtensionPoints:
     """What layers above the core plug into it, by name (``None`` until provided):
 
-    - ``raw_access(tensor)`` (``tapegrad._records``): ``Tensor.numpy()`` and ``__dlpack__``
-      call it; inside a gradient function, reading a traced tensor's array makes the
-      gradient once-differentiable;
+    - ``raw_access(tensor)`` and ``gradient_call(fn, op, cotangents)``
+      (``tapegrad._once_differentiable``): ``Tensor.numpy()`` and ``__dlpack__`` call the
+      first; the reverse pass calls gradient functions through the second while an outer tape
+      may differentiate it: a gradient computed from a traced tensor's raw array (or returned
+      as raw arrays) is recorded as once-differentiable;
     - ``jacobian(tape, target, sources, unconnected)`` and ``batch_jacobian(tape, target,
       source, unconnected)`` (``tapegrad._jacobian``): ``GradientTape.jacobian`` and
       ``batch_jacobian``, built from the tape's reverse passes and forward mode's JVP rules;

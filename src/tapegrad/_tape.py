@@ -11,19 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import functools
 import warnings
 
 from . import _backend
 from ._hooks import HOOKS, run_hooks
 from ._pytree import tree_flatten, tree_unflatten
-from ._records import READS, _live_tapes, _state, record
-from ._registry import CallDef
+from ._records import _live_tapes, _state
 from ._structural import extensions, ops
-from ._tensor import Tensor, _wrap
+from ._tensor import Tensor
 from ._validation import as_gradient_list, check_gradient, no_gradient_error
 from ._views import OperationView
-from .errors import NotDifferentiableError, describe_fn
 
 
 class UnconnectedGradients(enum.Enum):
@@ -320,7 +317,8 @@ class GradientTape:
     def _reverse(active, reach, keep, targets, cotangents):
         grads = {}
         for t, c in zip(targets, cotangents):
-            _accumulate(grads, t._id, c)
+            prev = grads.get(t._id)
+            grads[t._id] = c if prev is None else ops.add(prev, c)
         hooks = HOOKS
         observed = bool(_state.tapes)
         outer = any(not t._observer for t in _state.tapes)  # an outer tape may differentiate
@@ -348,8 +346,8 @@ class GradientTape:
                 if not od.differentiable:
                     continue
                 raise no_gradient_error(od.type)
-            if outer:
-                gs = _call_tracking_provenance(fn, op, (dy,) if dys is None else dys)
+            if outer:  # computed on raw arrays? then once-differentiable (_once_differentiable)
+                gs = extensions.gradient_call(fn, op, (dy,) if dys is None else dys)
             else:
                 if observed:
                     _state.grad_op = op
@@ -381,76 +379,11 @@ class GradientTape:
         return grads
 
 
-def _call_tracking_provenance(fn, op, dys):
-    """Call ``fn(op, *dys)``; if it computed with raw arrays of traced tensors, or returned raw
-    arrays, its results are marked once-differentiable for the outer tapes."""
-    saved = _state.grad_op, _state.raw_access
-    _state.grad_op, _state.raw_access = op, False
-    try:
-        gs = fn(op, *dys)
-        raw = _state.raw_access
-    finally:
-        _state.grad_op, _state.raw_access = saved
-    if isinstance(gs, (list, tuple, dict)):
-        items = gs.values() if isinstance(gs, dict) else gs
-        if not raw and all(g is None or isinstance(g, Tensor) for g in items):
-            return gs
-    elif not raw and (gs is None or isinstance(gs, Tensor)):
-        return gs
-    mark = functools.partial(_once_differentiable, op, fn, dys)
-    if isinstance(gs, dict):
-        return {k: mark(g) for k, g in gs.items()}
-    if isinstance(gs, (list, tuple)):
-        return [mark(g) for g in gs]
-    return mark(gs)
-
-
-def _once_differentiable_entry(op, fn):
-    """The op-type entry of a gradient that ``fn`` computed outside tapegrad ops (on raw
-    arrays): differentiating it again raises, naming ``fn``."""
-    def grad(record, *dys):
-        raise NotDifferentiableError(
-            f"cannot differentiate the gradient of op type {op.type!r} again: its "
-            f"gradient function {describe_fn(fn)} computed it with raw backend arrays "
-            "(.numpy(), np.asarray, float()) instead of tapegrad ops, so its own derivative is "
-            "unknown (it would silently be zero). Write the gradient function with tapegrad "
-            "ops, or give a second-order gradient with a nested @tg.custom_gradient")
-
-    def replay(*inputs):
-        raise NotDifferentiableError(f"OnceDifferentiable({op.type}) cannot be replayed: it is "
-                                     "the record of a gradient computed on raw arrays")
-
-    return CallDef(f"OnceDifferentiable({op.type})", (), grad, replay=replay,
-                   reads=READS["none"], is_custom=False)
-
-
-def _once_differentiable(op, fn, dys, g):
-    if g is None or callable(g) and not isinstance(g, Tensor):
-        return g
-    if not isinstance(g, Tensor):
-        try:
-            g = Tensor(_backend.asarray(g))
-        except TypeError:
-            return g  # not an array: _check_gradient reports it
-    out = _wrap(g._value)
-    inputs = tuple(a for a in (*op.inputs, *dys) if isinstance(a, Tensor))
-    record(_once_differentiable_entry(op, fn), inputs, {}, (out,))
-    return out
-
-
 def _zeros_for(o):
     """Zeros in place of a missing cotangent of output ``o`` (a Tensor or a dropped one)."""
     if isinstance(o, Tensor):
         return ops.zeros_like(o)
     return ops.zeros(o.shape, dtype=_backend.np_dtype(o.dtype))
-
-
-def _accumulate(grads, key, g):
-    prev = grads.get(key)
-    if prev is None:
-        grads[key] = g
-    else:
-        grads[key] = ops.add(prev, g)
 
 
 def _cotangents(targets, output_gradients):
