@@ -361,10 +361,10 @@ def test_extension_points_are_provided_once_by_name():
 
     points = _structural.extensions
     assert all(getattr(points, name) is not None for name in
-               ("raw_access", "jacobian", "batch_jacobian", "host_callback", "explain",
-                "to_dot", "register_hook", "conversion"))
+               ("raw_access", "gradient_call", "jacobian", "batch_jacobian", "host_callback",
+                "explain", "to_dot", "register_hook", "conversion", "to_host", "vectorize"))
     with pytest.raises(TypeError, match="'explainer' is not an extension point of the core; "
-                                        "they are raw_access, jacobian, batch_jacobian"):
+                                        "they are raw_access, gradient_call, jacobian"):
         _structural.extend(explainer=print)
     with pytest.raises(RuntimeError, match="the extension point 'explain' is already provided"):
         _structural.extend(explain=print)

@@ -16,7 +16,8 @@ from ._records import Operation
 from ._hooks import register_hook
 from ._tape import GradientTape, UnconnectedGradients
 from ._views import OperationView
-from ._tensor import Tensor, constant, convert_to_tensor
+from ._tensor import Tensor
+from .ops.creation import constant, convert_to_tensor
 from ._variables import Variable
 from ._structural import provide as _provide
 from . import errors

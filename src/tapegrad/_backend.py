@@ -331,3 +331,32 @@ def _dtype_name(dtype) -> str:
 _default = np
 if os.environ.get("TAPEGRAD_ARRAY_BACKEND"):
     set_default_namespace(os.environ["TAPEGRAD_ARRAY_BACKEND"])
+
+
+def check_numeric(value, where):
+    """``value`` if it holds numbers (booleans, integers, floating, complex); raises
+    ``TypeError`` for string and object data, naming ``where`` (``"constant"``, ``"Variable"``)."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:  # Python data: ask NumPy what it is
+        try:
+            dtype = np.asarray(value).dtype
+        except ValueError:  # ragged nested lists
+            dtype = np.dtype(object)
+    kind = getattr(dtype, "kind", "f")
+    if kind in "US":
+        raise TypeError(
+            f"{where}: the value has dtype {dtype} (not numeric); tensors hold booleans, "
+            "integers or floating numbers only. Convert strings to numbers (e.g. a vocabulary "
+            "index) first")
+    if kind in "OVMm":
+        raise TypeError(
+            f"{where}: the value has no numeric dtype (got {dtype}: None, objects or ragged "
+            "lists); give numbers, a nested list of equal lengths, or an array")
+    return value
+
+
+def float_default(value, dtype, default_float):
+    """``dtype``, or ``default_float`` when ``value`` is Python float data and no dtype is given."""
+    if dtype is not None or default_float is None or hasattr(value, "dtype"):
+        return dtype
+    return default_float if np.asarray(value).dtype.kind == "f" else None

@@ -191,68 +191,6 @@ def _short(t) -> str:
 
 
 
-def _numeric(value, where):
-    """``value`` if it holds numbers; raises ``TypeError`` for string and object data."""
-    dtype = getattr(value, "dtype", None)
-    if dtype is None:  # Python data: ask NumPy what it is
-        try:
-            dtype = np.asarray(value).dtype
-        except ValueError:  # ragged nested lists
-            dtype = np.dtype(object)
-    kind = getattr(dtype, "kind", "f")
-    if kind in "US":
-        raise TypeError(
-            f"{where}: the value has dtype {dtype} (not numeric); tensors hold booleans, "
-            "integers or floating numbers only. Convert strings to numbers (e.g. a vocabulary "
-            "index) first")
-    if kind in "OVMm":
-        raise TypeError(
-            f"{where}: the value has no numeric dtype (got {dtype}: None, objects or ragged "
-            "lists); give numbers, a nested list of equal lengths, or an array")
-    return value
-
-
-def _float_default(value, dtype, default_float):
-    """``dtype``, or ``default_float`` when ``value`` is Python float data and no dtype is given."""
-    if dtype is not None or default_float is None or hasattr(value, "dtype"):
-        return dtype
-    return default_float if np.asarray(value).dtype.kind == "f" else None
-
-
-def constant(value, dtype=None, *, default_float=None) -> Tensor:
-    """Create a Tensor holding a copy of ``value`` (scalar, nested list, backend array, Tensor).
-
-    ``dtype``: backend dtype; by default Python floats give ``default_float`` if set, else the
-    backend's default float (float64 on NumPy), and Python ints its default integer. Arrays are
-    copied (as TensorFlow does), so writing into the array later cannot change the Tensor or a
-    gradient; ``tg.asarray(x, copy=False)`` wraps without a copy. Raises ``TypeError`` for
-    string or object data (``None``, ragged lists).
-    """
-    if isinstance(value, Tensor):
-        if dtype is None or value.dtype == dtype:
-            return Tensor(value._value)  # tensors never change: no copy needed
-        value = value._value
-    return Tensor(_backend.asarray(_numeric(value, "constant"),
-                                   dtype=_float_default(value, dtype, default_float), copy=True))
-
-
-def convert_to_tensor(value, dtype=None, *, default_float=None) -> Tensor:
-    """Return ``value`` unchanged if it is a Tensor (or Variable) of ``dtype``, else :func:`constant`.
-
-    Raises ``TypeError`` if ``value`` is a Tensor of a different dtype (cast with ``astype``).
-    """
-    if isinstance(value, Tensor):
-        if dtype is not None and value.dtype != dtype:
-            raise TypeError(
-                f"convert_to_tensor: the tensor has dtype {value.dtype}, not the requested {dtype}; "
-                "use tg.astype(x, dtype) to cast"
-            )
-        return value
-    return constant(value, dtype, default_float=default_float)
-
-
-
-
 def _raw(a):
     """A non-Tensor op input as a backend value: scalars stay, sequences and (under another
     default backend) NumPy arrays go to the default namespace, backend arrays pass."""

@@ -24,7 +24,7 @@ import numpy as np
 from . import _backend
 from ._structural import extensions as _extensions
 from ._structural import ops as _structural_ops
-from ._tensor import Tensor, _float_default, _ids, _new, _numeric, _short
+from ._tensor import Tensor, _ids, _new, _short
 
 _variables = weakref.WeakValueDictionary()  # id -> every live Variable (tg.function lifts them)
 name_scopes = threading.local()  # .prefix: Variable names' prefix, set by tapegrad.module.name_scope
@@ -298,8 +298,8 @@ class Variable(DeviceTensor):
 
     def __init__(self, initial_value, trainable: bool = True, name: str | None = None, dtype=None):
         value = initial_value._value if isinstance(initial_value, Tensor) else initial_value
-        dtype = _float_default(value, dtype, self._default_float)
-        value = _backend.asarray(_numeric(value, "Variable"), dtype=dtype, copy=True)
+        dtype = _backend.float_default(value, dtype, self._default_float)
+        value = _backend.asarray(_backend.check_numeric(value, "Variable"), dtype=dtype, copy=True)
         super().__init__(_backend.materialize([value], [value])[0])
         self.trainable = bool(trainable)
         self.name = getattr(name_scopes, "prefix", "") + (

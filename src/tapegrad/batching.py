@@ -35,7 +35,8 @@ import numpy as np
 from . import _backend, _records, _structural, config
 from . import random as _random
 from ._pytree import show, tree_flatten, tree_unflatten
-from ._tensor import Tensor, convert_to_tensor
+from ._tensor import Tensor
+from .ops.creation import convert_to_tensor
 from ._variables import visible_variables
 from . import interop as _interop
 from ._registry import CallDef

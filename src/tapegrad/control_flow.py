@@ -39,7 +39,8 @@ from . import _backend, _records, config
 from ._pytree import show, tree_flatten, tree_unflatten
 from ._registry import CallDef
 from ._tape import GradientTape, UnconnectedGradients
-from ._tensor import Tensor, convert_to_tensor
+from ._tensor import Tensor
+from .ops.creation import convert_to_tensor
 from ._variables import Variable, visible_variables
 from ._tensor import _ids as _tensor_ids
 from .errors import describe_fn

@@ -227,7 +227,7 @@ def py_function(func, inp, Tout, name=None):  # noqa: N803 - TensorFlow's name
     dtypes, one per result (results are cast to them). Returns a Tensor or a list of Tensors.
     Raises ``ValueError`` if the number of results does not match ``Tout``.
     """
-    from ._tensor import convert_to_tensor
+    from .ops.creation import convert_to_tensor
 
     args = [a if isinstance(a, Tensor) else convert_to_tensor(a) for a in inp]
     return _cast_outputs(func(*args), Tout, "py_function")

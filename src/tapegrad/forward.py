@@ -25,7 +25,8 @@ import warnings
 from . import _backend, _records, _tape
 from ._records import Dropped
 from ._tape import GradientTape, UnconnectedGradients, _flatten, _unflatten, _zeros_for
-from ._tensor import Tensor, convert_to_tensor
+from ._tensor import Tensor
+from .ops.creation import convert_to_tensor
 from ._views import OperationView
 from .errors import GradientShapeError, GradientTypeError, describe_fn
 from .ops import astype, broadcast_to, conj, real, reshape, stack, zeros, zeros_like

@@ -10,7 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import control_flow as _cf
-from ._tensor import Tensor, convert_to_tensor
+from ._tensor import Tensor
+from .ops.creation import convert_to_tensor
 from .lax import cond, custom_linear_solve, while_loop
 from .ops import (abs as _abs, arange, asarray, astype, expand_dims, eye, finfo, logical_not,
                   matmul, matrix_transpose, maximum, minimum, ones, sqrt, sum as _sum, where,

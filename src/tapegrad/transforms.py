@@ -29,7 +29,8 @@ from ._pytree import show as _show
 from ._pytree import tree_flatten as _tree_flatten
 from ._pytree import tree_unflatten as _tree_unflatten
 from ._tape import GradientTape
-from ._tensor import Tensor, convert_to_tensor
+from ._tensor import Tensor
+from .ops.creation import convert_to_tensor
 from .custom_gradient import custom_gradient
 from .forward import jacfwd, jvp
 from .ops import identity, isdtype

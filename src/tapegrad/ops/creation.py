@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import sys
 
+from .. import _backend
 from .. import config as _config
 from .._backend import default_namespace as _default_namespace
 from .._backend import to_numpy as _to_numpy
@@ -252,5 +253,37 @@ def shape(input, out_type=None, name=None):  # noqa: A002 - TensorFlow's names
     return Tensor(xp.asarray(dims, dtype=_xp_dtype(xp, "int32" if out_type is None else out_type)))
 
 
-__all__ = ["zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like", "empty_like",
+def constant(value, dtype=None, *, default_float=None) -> Tensor:
+    """Create a Tensor holding a copy of ``value`` (scalar, nested list, backend array, Tensor).
+
+    ``dtype``: backend dtype; by default Python floats give ``default_float`` if set, else the
+    backend's default float (float64 on NumPy), and Python ints its default integer. Arrays are
+    copied (as TensorFlow does), so writing into the array later cannot change the Tensor or a
+    gradient; ``tg.asarray(x, copy=False)`` wraps without a copy. Raises ``TypeError`` for
+    string or object data (``None``, ragged lists).
+    """
+    if isinstance(value, Tensor):
+        if dtype is None or value.dtype == dtype:
+            return Tensor(value._value)  # tensors never change: no copy needed
+        value = value._value
+    return Tensor(_backend.asarray(_backend.check_numeric(value, "constant"),
+                                   dtype=_backend.float_default(value, dtype, default_float), copy=True))
+
+
+def convert_to_tensor(value, dtype=None, *, default_float=None) -> Tensor:
+    """Return ``value`` unchanged if it is a Tensor (or Variable) of ``dtype``, else :func:`constant`.
+
+    Raises ``TypeError`` if ``value`` is a Tensor of a different dtype (cast with ``astype``).
+    """
+    if isinstance(value, Tensor):
+        if dtype is not None and value.dtype != dtype:
+            raise TypeError(
+                f"convert_to_tensor: the tensor has dtype {value.dtype}, not the requested {dtype}; "
+                "use tg.astype(x, dtype) to cast"
+            )
+        return value
+    return constant(value, dtype, default_float=default_float)
+
+
+__all__ = ["constant", "convert_to_tensor", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like", "empty_like",
            "arange", "linspace", "eye", "from_dlpack", "tril", "triu", "shape"]

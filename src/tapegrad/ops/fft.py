@@ -43,7 +43,8 @@ import numpy as _np
 
 from .._backend import namespace as _ns
 from .._registry import RegisterGradient, RegisterJVP, Sample, linear_jvp, primitive
-from .._tensor import Tensor, constant
+from .._tensor import Tensor
+from .creation import constant
 from .elementwise import real
 from .manipulation import _shape, concat
 

@@ -21,7 +21,8 @@ import numpy as np
 from .. import _backend
 from .._backend import namespace as _ns
 from .._tape import GradientTape
-from .._tensor import Tensor, convert_to_tensor
+from .._tensor import Tensor
+from ..ops.creation import convert_to_tensor
 from .._variables import Variable
 from . import schedules as _schedules
 

@@ -13,7 +13,8 @@ import math
 import numpy as np
 
 from .._backend import np_dtype
-from .._tensor import Tensor, convert_to_tensor
+from .._tensor import Tensor
+from ..ops.creation import convert_to_tensor
 from ..ops import astype, ceil, cos, floor, full_like, minimum, where
 
 __all__ = ["LearningRateSchedule", "ExponentialDecay", "PiecewiseConstantDecay",
