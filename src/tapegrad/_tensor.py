@@ -2,8 +2,10 @@
 
 A Tensor holds its backend array in ``_value`` and a process-unique integer ``_id``; tapes
 trace tensors by that id, so a Tensor never points to the operation that made it and no
-reference cycle links tensors and tape records. Arithmetic operators are attached by
-``tapegrad.ops`` and ``register_hook`` by ``tapegrad._hooks`` (the core knows no op).
+reference cycle links tensors and tape records. Python's operators, indexing, iteration, the
+conversions (``bool``, ``int``, ``float``, ``complex``, ``format``) and the Array API methods
+(``__array_namespace__``, ``__dlpack__``) are attached by ``tapegrad.ops._operators``, and
+``register_hook`` calls ``tapegrad._hooks`` (the core knows no op).
 
 Tensors never change under a tape: ``constant`` copies its value and ``numpy()`` returns a
 read-only view. ``Variable`` and the device-resident ``DeviceTensor`` are subclasses defined
@@ -19,11 +21,9 @@ import numpy as np
 
 from . import _backend
 from ._structural import extensions as _extensions
-from ._structural import ops as _structural_ops
 
 _ids = itertools.count(1)
 _SCALARS = (bool, int, float, complex)
-_API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")
 
 
 class Tensor:
@@ -127,50 +127,12 @@ class Tensor:
             a = a.astype(dtype, copy=False)
         return np.array(a, copy=True) if copy else a
 
-    def __array_namespace__(self, api_version=None):
-        """The module ``tapegrad`` (Array API); raises ``ValueError`` for an unknown version."""
-        if api_version is not None and api_version not in _API_VERSIONS:
-            raise ValueError(f"__array_namespace__: tapegrad implements the Array API "
-                             f"{_API_VERSIONS[-1]} (and the earlier {', '.join(_API_VERSIONS[:-1])}), "
-                             f"not {api_version!r}")
-        return _structural_ops.namespace
-
     # --- Python protocol ---------------------------------------------------------------------
     def __repr__(self):
         return f"<tg.Tensor: shape={self.shape}, dtype={self.dtype}, numpy={_short(self)}>"
 
     def __str__(self):
         return str(self.numpy())
-
-    def __len__(self):
-        if self.ndim == 0:
-            raise TypeError("len() of a 0-d tensor")
-        return self.shape[0]
-
-    def __iter__(self):
-        if self.ndim == 0:
-            raise TypeError("iteration over a 0-d tensor")
-        return (self[i] for i in range(self.shape[0]))
-
-    def __bool__(self):
-        return bool(self._value)
-
-    def __float__(self):
-        return float(self.numpy())
-
-    def __int__(self):
-        return int(self._value)
-
-    def __index__(self):
-        return int(self._value.__index__())
-
-    def __complex__(self):
-        return complex(self._value)
-
-    def __format__(self, spec):
-        if self.ndim == 0:
-            return format(self.numpy().item(), spec)
-        return format(str(self), spec)
 
 
 _new = object.__new__

@@ -36,6 +36,37 @@ def _transpose(x):
     return matrix_transpose(x)
 
 
+_API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")
+
+
+def _array_namespace(self, api_version=None):
+    """The module ``tapegrad`` (Array API ``__array_namespace__``); raises ``ValueError`` for an
+    unknown version."""
+    if api_version is not None and api_version not in _API_VERSIONS:
+        raise ValueError(f"__array_namespace__: tapegrad implements the Array API "
+                         f"{_API_VERSIONS[-1]} (and the earlier {', '.join(_API_VERSIONS[:-1])}), "
+                         f"not {api_version!r}")
+    return _structural.ops.namespace
+
+
+def _len(self):
+    if self.ndim == 0:
+        raise TypeError("len() of a 0-d tensor")
+    return self.shape[0]
+
+
+def _iter(self):
+    if self.ndim == 0:
+        raise TypeError("iteration over a 0-d tensor")
+    return (self[i] for i in range(self.shape[0]))
+
+
+def _format(self, spec):
+    if self.ndim == 0:
+        return format(self.numpy().item(), spec)
+    return format(str(self), spec)
+
+
 def _dlpack(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
     """The DLPack capsule of the backend array (Array API ``__dlpack__``); the data is shared,
     so it carries no gradient: warns (``TapeLeakWarning``) when a recording tape traces this
@@ -82,7 +113,8 @@ def _array_ufunc(self, ufunc, method, *inputs, **kwargs):
 def attach(cls):
     """Bind ``+ - * / // % ** @``, bitwise ``& | ^ ~ << >>`` (logical on booleans), unary ops,
     comparisons, ``[]`` (reading and assigning), ``.T``/``.mT``, ``astype``, ``to_device``,
-    ``__dlpack__``."""
+    ``len``, iteration, the conversions ``bool``, ``int``, ``float``, ``complex``,
+    ``operator.index`` and ``format``, ``__array_namespace__`` and ``__dlpack__``."""
     for name, fn in [("add", ew.add), ("sub", ew.subtract), ("mul", ew.multiply),
                      ("truediv", ew.divide), ("floordiv", ew.floor_divide),
                      ("mod", ew.remainder), ("pow", ew.pow), ("and", ew.bitwise_and),
@@ -107,4 +139,11 @@ def attach(cls):
     cls.to_device = _method(to_device)
     cls.__array_ufunc__ = _array_ufunc
     cls.__dlpack__ = _dlpack
+    cls.__array_namespace__ = _array_namespace
+    cls.__len__, cls.__iter__, cls.__format__ = _len, _iter, _format
+    cls.__bool__ = lambda self: bool(self._value)
+    cls.__int__ = lambda self: int(self._value)
+    cls.__index__ = lambda self: int(self._value.__index__())
+    cls.__float__ = lambda self: float(self.numpy())
+    cls.__complex__ = lambda self: complex(self._value)
     cls.__dlpack_device__ = _dlpack_device

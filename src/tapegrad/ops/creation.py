@@ -28,9 +28,10 @@ from .._backend import default_namespace as _default_namespace
 from .._backend import to_numpy as _to_numpy
 from .._backend import namespace as _ns
 from .._backend import xp_dtype as _xp_dtype
-from .._registry import RegisterGradient, RegisterJVP, Sample, linear_jvp, primitive
+from .._registry import RegisterGradient, RegisterJVP, Sample, primitive
 from .._tensor import Tensor
 from .._variables import on_device
+from ._jvp import linear_jvp
 from .dtypes import namespace_of as _namespace_of
 
 

@@ -31,9 +31,9 @@ import numpy as _np
 from .._backend import namespace as _ns
 from .._backend import np_dtype as _np_dtype
 from .._backend import xp_dtype
-from .._registry import (Arg, RegisterGradient, RegisterJVP, Sample, linear_jvp, no_gradient,
-                         primitive)
+from .._registry import Arg, RegisterGradient, RegisterJVP, Sample, no_gradient, primitive
 from .._tensor import Tensor
+from ._jvp import linear_jvp
 from .creation import ones_like, zeros_like
 from .manipulation import broadcast_to, to_device
 

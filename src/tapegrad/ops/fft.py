@@ -42,8 +42,9 @@ import operator
 import numpy as _np
 
 from .._backend import namespace as _ns
-from .._registry import RegisterGradient, RegisterJVP, Sample, linear_jvp, primitive
+from .._registry import RegisterGradient, RegisterJVP, Sample, primitive
 from .._tensor import Tensor
+from ._jvp import linear_jvp
 from .creation import constant
 from .elementwise import real
 from .manipulation import _shape, concat

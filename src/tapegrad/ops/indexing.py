@@ -23,9 +23,10 @@ from .. import _records
 from .._backend import kernel as _kernel
 from .._backend import namespace as _ns
 from .._backend import register_kernel as _register_kernel
-from .._registry import RegisterGradient, RegisterJVP, Sample, linear_jvp, primitive
+from .._registry import RegisterGradient, RegisterJVP, Sample, primitive
 from .._tensor import Tensor
 from .._variables import Variable
+from ._jvp import linear_jvp
 from .creation import zeros_like
 from .elementwise import where
 from .manipulation import reshape

@@ -37,8 +37,9 @@ from typing import NamedTuple
 from .. import _backend
 from .._backend import namespace as _ns
 from .._backend import xp_dtype as _xp_dtype
-from .._registry import Arg, RegisterGradient, RegisterJVP, Sample, linear_jvp, no_gradient, primitive
+from .._registry import Arg, RegisterGradient, RegisterJVP, Sample, no_gradient, primitive
 from .._tensor import Tensor
+from ._jvp import linear_jvp
 from .conversion import asarray
 from .creation import ones_like, zeros_like
 from .elementwise import abs as _abs

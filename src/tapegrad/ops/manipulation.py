@@ -13,8 +13,9 @@ from __future__ import annotations
 import numpy as _np
 
 from .._backend import namespace as _ns
-from .._registry import RegisterGradient, RegisterJVP, Sample, linear_jvp, primitive
+from .._registry import RegisterGradient, RegisterJVP, Sample, primitive
 from .._tensor import Tensor
+from ._jvp import linear_jvp
 
 
 def _shape(x) -> tuple:

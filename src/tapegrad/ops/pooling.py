@@ -22,7 +22,8 @@ from __future__ import annotations
 import math
 
 from .._backend import namespace as _ns
-from .._registry import Arg, RegisterGradient, RegisterJVP, Sample, linear_jvp, primitive
+from .._registry import Arg, RegisterGradient, RegisterJVP, Sample, primitive
+from ._jvp import linear_jvp
 from .convolution import (_channels_first, _check_fits, _check_rank, _fold, _from_last,
                           _out_sizes, _pad, _patches, _per_axis, _resolve_padding, _tensor,
                           _to_last)

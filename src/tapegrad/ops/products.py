@@ -15,8 +15,9 @@ from .. import config
 from .._backend import kernel as _kernel
 from .._backend import namespace as _ns
 from .._backend import register_kernel as _register_kernel
-from .._registry import RegisterGradient, RegisterJVP, Sample, primitive, rule_op
+from .._registry import RegisterGradient, RegisterJVP, Sample, primitive
 from .._tensor import Tensor
+from ._jvp import rule_op
 from .manipulation import _shape, expand_dims, matrix_transpose, permute_dims, reshape
 from .elementwise import _is_complex, conj, holomorphic
 from .reductions import _sum_to

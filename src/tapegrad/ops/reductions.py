@@ -13,7 +13,8 @@ import numpy as _np
 
 from .._backend import namespace as _ns
 from .._backend import xp_dtype as _xp_dtype
-from .._registry import RegisterGradient, RegisterJVP, Sample, linear_jvp, no_gradient, primitive
+from .._registry import RegisterGradient, RegisterJVP, Sample, no_gradient, primitive
+from ._jvp import linear_jvp
 from .conversion import asarray
 from .creation import ones_like, zeros_like
 from .elementwise import astype, holomorphic, logical_and, logical_or, where

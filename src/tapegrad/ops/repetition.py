@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as _np
 
 from .._backend import namespace as _ns
-from .._registry import RegisterGradient, RegisterJVP, Sample, linear_jvp, primitive
+from .._registry import RegisterGradient, RegisterJVP, Sample, primitive
 from .._tensor import Tensor
+from ._jvp import linear_jvp
 from .indexing import _scatter_add
 from .manipulation import _shape, reshape
 from .reductions import sum as _sum
