@@ -5,8 +5,9 @@ The core is what knows no op: tensors, records, the registry, gradient validatio
 records API and the tape (``src/tapegrad/_*.py`` of layers 1 to 6 but ``_backend.py``, which
 is the backend dispatch, and ``_structural.py``, the interface through which ``ops/`` serves the
 core). Not counted, since they plug in from layer 9 through extension points: ``_jacobian.py``
-(``GradientTape.jacobian``/``batch_jacobian``) and ``_leaks.py`` (``TapeLeakWarning``); pass
-``--with-plugins`` to count them too.
+(``GradientTape.jacobian``/``batch_jacobian``), ``_leaks.py`` (``TapeLeakWarning``) and
+``_once_differentiable.py`` (gradients computed on raw arrays); pass ``--with-plugins`` to count
+them too. ``_variables.py`` (``Variable``, device residency) is above the tape (layer 6¼).
 """
 from __future__ import annotations
 

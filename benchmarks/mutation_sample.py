@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Mutants of the sample that cannot change behaviour, with the reason (see the report).
 EQUIVALENT: dict[str, str] = {
-    "tapegrad._tensor.x__numeric__mutmut_26":
+    "tapegrad._backend.x_check_numeric__mutmut_26":
         '`kind in "US"` -> `kind in "XXUSXX"`: a dtype kind is one character and NumPy has no '
         'kind "X", so both tests accept exactly "U" and "S" (and "" in both)',
     "tapegrad._views.xǁOperationViewǁ__hash____mutmut_1":
