@@ -1,4 +1,4 @@
-"""``Tensor`` (an immutable wrapper of one backend array), ``constant``, ``convert_to_tensor``.
+"""``Tensor``: an immutable wrapper of one backend array.
 
 A Tensor holds its backend array in ``_value`` and a process-unique integer ``_id``; tapes
 trace tensors by that id, so a Tensor never points to the operation that made it and no
@@ -7,11 +7,11 @@ conversions (``bool``, ``int``, ``float``, ``complex``, ``format``) and the Arra
 (``__array_namespace__``, ``__dlpack__``) are attached by ``tapegrad.ops._operators``, and
 ``register_hook`` calls ``tapegrad._hooks`` (the core knows no op).
 
-Tensors never change under a tape: ``constant`` copies its value and ``numpy()`` returns a
-read-only view. ``Variable`` and the device-resident ``DeviceTensor`` are subclasses defined
-above the tape (``tapegrad._variables``); the core knows a Variable by the protocol below
-(``_variable``, ``trainable``, ``_snapshot``) and reads any tensor's array where it is with
-``_peek``.
+Tensors never change under a tape: ``constant`` (``tapegrad.ops.creation``) copies its value
+and ``numpy()`` returns a read-only view. ``Variable`` and the device-resident
+``DeviceTensor`` are subclasses defined above the tape (``tapegrad._variables``); the core
+knows a Variable by the protocol below (``_variable``, ``trainable``, ``_snapshot``) and
+reads any tensor's array where it is with ``_peek``.
 """
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ _SCALARS = (bool, int, float, complex)
 class Tensor:
     """An immutable n-dimensional array that tapes can differentiate through.
 
-    Wraps one backend array (NumPy by default). Create one with :func:`constant` or
-    :func:`convert_to_tensor`; ops return Tensors. ``shape`` is a tuple of ints, ``dtype`` the
+    Wraps one backend array (NumPy by default). Create one with ``tg.constant`` or
+    ``tg.convert_to_tensor``; ops return Tensors. ``shape`` is a tuple of ints, ``dtype`` the
     backend dtype. Operators ``+ - * / // % ** @``, unary ``-``, ``abs``, comparisons (boolean
     results, never differentiable) and ``[]`` indexing are tapegrad ops.
 
@@ -150,7 +150,6 @@ def _short(t) -> str:
     if _backend.is_lazy(t._value):  # printing does not compute
         return repr(t._value)
     return np.array2string(t.numpy(), threshold=20, edgeitems=3, separator=", ").replace("\n", "")
-
 
 
 def _raw(a):

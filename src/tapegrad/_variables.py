@@ -27,7 +27,7 @@ from ._structural import ops as _structural_ops
 from ._tensor import Tensor, _ids, _new, _short
 
 _variables = weakref.WeakValueDictionary()  # id -> every live Variable (tg.function lifts them)
-name_scopes = threading.local()  # .prefix: Variable names' prefix, set by tapegrad.module.name_scope
+name_scopes = threading.local()  # .prefix: Variable names' prefix (tapegrad.module.name_scope)
 
 
 class _Binding(threading.local):
