@@ -37,7 +37,7 @@ COMPLEX_NOT_IMPLEMENTED = {
     name: "these linear-algebra ops' complex derivatives (non-holomorphic, or conjugate "
           "transposes in the formulas of Giles 2008 and the others) are not implemented "
           "(ops/linalg_ext.py); det, inv and solve have theirs"
-    for name in ("Cholesky", "Slogdet", "Eigh", "Eigvalsh", "Svd",
+    for name in ("Eigh", "Eigvalsh", "Svd",
                  "Svdvals", "Qr", "Pinv")}
 
 
@@ -102,6 +102,13 @@ def _fixed_signs(y, axis):
     return y * tg.sign(largest)
 
 
+def symmetric_part(x):
+    """``(x + x^T) / 2``, or the Hermitian part ``(x + x^H) / 2`` of a complex ``x``: the input
+    of a ``_SYMMETRIC_INPUT`` op."""
+    xt = tg.matrix_transpose(x)
+    return (x + (tg.conj(xt) if x.dtype.kind == "c" else xt)) / 2.0
+
+
 def sample_function(op_type, args, attrs, positions):
     """The op of ``op_type`` as a function of the sample's random inputs (the others fixed);
     vectors fixed up to sign have their largest entries made positive (``_SIGN_FREE``)."""
@@ -111,7 +118,7 @@ def sample_function(op_type, args, attrs, positions):
     def f(*xs):
         full = list(args)
         for p, x in zip(positions, xs):
-            full[p] = (x + tg.matrix_transpose(x)) / 2.0 if op_type in _SYMMETRIC_INPUT else x
+            full[p] = symmetric_part(x) if op_type in _SYMMETRIC_INPUT else x
         out = op(*full, **attrs)
         if not sign_free:
             return out

@@ -159,8 +159,10 @@ def _diag_embed(v):
 
 def _sym(g):
     """``(g + g^T) / 2``: the symmetric gradient from a gradient ``g`` for symmetric
-    perturbations (``<g, S> = <sym(g), S>`` for every symmetric ``S``); exactly symmetric."""
-    return (g + _mT(g)) * 0.5
+    perturbations (``<g, S> = <sym(g), S>`` for every symmetric ``S``); exactly symmetric.
+    Complex ``g``: the Hermitian part ``(g + g^H) / 2`` (``Re<g, S> = Re<sym(g), S>`` for every
+    Hermitian ``S``)."""
+    return (g + _mH(g)) * 0.5
 
 
 def _inverse_gaps(v):
@@ -210,49 +212,55 @@ def _cholesky_grad(op, dl):
     # Murray 2016, "Differentiation of the Cholesky decomposition" (reverse mode): with
     # P = Phi(L^T dL) (lower triangle, diagonal halved), G = L^-T P L^-1 is a gradient for
     # symmetric perturbations; the input receives its symmetric part (G + G^T) / 2, as
-    # TensorFlow's _CholeskyGrad and PyTorch's cholesky_backward return
-    x = op.inputs[0]
-    _real_only("cholesky", x)
+    # TensorFlow's _CholeskyGrad and PyTorch's cholesky_backward return. Complex (A = L L^H):
+    # the same with conjugate transposes, P = Phi(L^H dL), G = L^-H P L^-1 and the Hermitian
+    # part (G + G^H) / 2 (the adjoint, under Re<., .>, of the JVP below: Phi is a real mask,
+    # self-adjoint; as PyTorch's cholesky_backward and JAX's cholesky_jvp_rule transposed)
     low = op.outputs[0]
     if op.attrs.get("upper", False):
-        low, dl = _mT(low), _mT(dl)
+        low, dl = _mH(low), _mH(dl)  # U = L^H: dU = dL^H, and the cotangent of L is dU^H
     n = low.shape[-1]
     phi = _const(low, lambda xp, dt: xp.tril(xp.ones((n, n), dtype=dt), k=-1)
                  + 0.5 * xp.eye(n, dtype=dt))
-    lt = _mT(low)
-    s = _solve(lt, matmul(lt, dl) * phi)  # L^-T P
-    return _sym(_mT(_solve(lt, _mT(s))))  # (L^-T (L^-T P)^T)^T = L^-T P L^-1
+    lt = _mH(low)
+    s = _solve(lt, matmul(lt, dl) * phi)  # L^-H P
+    return _sym(_mH(_solve(lt, _mH(s))))  # (L^-H (L^-H P)^H)^H = L^-H P L^-1
 
 
 @RegisterJVP("Cholesky")
 def _cholesky_jvp(op, t):
     # Murray 2016 (forward mode; Giles 2008): dL = L Phi(L^-1 dA L^-T), Phi the lower triangle
     # with the diagonal halved, along the symmetric part of dA (the transpose of the gradient's
-    # symmetric rule)
-    _real_only("cholesky", op.inputs[0])
+    # symmetric rule). Complex (A = L L^H, L^-1 dA L^-H = L^-1 dL + (L^-1 dL)^H with
+    # L^-1 dL lower triangular, real diagonal): dL = L Phi(L^-1 S L^-H) along the Hermitian
+    # part S of dA (JAX's cholesky_jvp_rule)
     low = op.outputs[0]
     upper = op.attrs.get("upper", False)
     if upper:
-        low = _mT(low)
+        low = _mH(low)
     n = low.shape[-1]
     phi = _const(low, lambda xp, dt: xp.tril(xp.ones((n, n), dtype=dt), k=-1)
                  + 0.5 * xp.eye(n, dtype=dt))
-    inner = _solve(low, _mT(_solve(low, _sym(t))))  # L^-1 (L^-1 S)^T = L^-1 S L^-T, S = S^T
+    inner = _solve(low, _mH(_solve(low, _sym(t))))  # L^-1 (L^-1 S)^H = L^-1 S L^-H, S = S^H
     dl = matmul(low, inner * phi)
-    return _mT(dl) if upper else dl
+    return _mH(dl) if upper else dl
 
 
 def cholesky(x, /, *, upper=False):
-    """Cholesky factor of a symmetric positive-definite matrix (or stack), ``x = L L^T``.
+    """Cholesky factor of a symmetric (complex: Hermitian) positive-definite matrix (or
+    stack), ``x = L L^T`` (``x = L L^H``).
 
-    x: ``(..., M, M)`` floating, symmetric; only its lower triangle is read. Result: the lower
-    factor ``L`` (``upper=False``) or ``U = L^H`` (``upper=True``), same shape and dtype.
-    Raises ``ValueError`` for a non-square input and ``numpy.linalg.LinAlgError`` (a
-    ``ValueError``) on NumPy when a matrix is not positive definite. Gradient: the symmetric
-    part ``(G + G^T) / 2`` of ``G = L^-T Phi(L^T dL) L^-1`` (Murray 2016, "Differentiation of
-    the Cholesky decomposition"; ``Phi``: the lower triangle with the diagonal halved). It is
-    the symmetric gradient, as in TensorFlow, PyTorch and JAX: the derivative along symmetric
-    directions. Real dtypes only.
+    x: ``(..., M, M)`` floating, symmetric (Hermitian); only its lower triangle is read.
+    Result: the lower factor ``L`` (``upper=False``) or ``U = L^H`` (``upper=True``), same
+    shape and dtype. Raises ``ValueError`` for a non-square input and
+    ``numpy.linalg.LinAlgError`` (a ``ValueError``) on NumPy when a matrix is not positive
+    definite. Gradient: the symmetric part ``(G + G^T) / 2`` of ``G = L^-T Phi(L^T dL) L^-1``
+    (Murray 2016, "Differentiation of the Cholesky decomposition"; ``Phi``: the lower triangle
+    with the diagonal halved). It is the symmetric gradient, as in TensorFlow, PyTorch and
+    JAX: the derivative along symmetric directions. Complex ``x``: the same with conjugate
+    transposes, the Hermitian part ``(G + G^H) / 2`` of ``G = L^-H Phi(L^H dL) L^-1``
+    (TensorFlow's convention), the derivative along Hermitian directions; JVP
+    ``dL = L Phi(L^-1 S L^-H)`` along the Hermitian part ``S`` of the tangent.
     """
     return _cholesky(x, upper=upper)
 
@@ -307,27 +315,43 @@ def _slogdet(x):
 
 @RegisterGradient("Slogdet")
 def _slogdet_grad(op, dsign, dlogabs):
-    # d log|det A| = tr(A^-1 dA) (Giles 2008): dA = dlogabs A^-T; the sign is
-    # piecewise constant, so its cotangent contributes nothing
+    # Jacobi's formula (Giles 2008): with tau = tr(A^-1 dA) = d log det A,
+    # d logabsdet = Re(tau) and d sign = sign i Im(tau). Real A: the sign is piecewise
+    # constant, its cotangent contributes nothing, dA = dlogabs A^-T. Complex A: for a real
+    # loss, dL = dlogabs Re(tau) + Re(conj(dsign) sign i Im(tau)) = Re(w tau) with
+    # w = dlogabs + i Im(conj(dsign) sign), so dA = conj(w) A^-H (TensorFlow's convention;
+    # conj(w) = dlogabs + (dsign conj(sign) - conj(dsign) sign) / 2)
     x = op.inputs[0]
-    _real_only("slogdet", x)
-    return _as_mat(dlogabs) * _mT(inv(x))
+    if x.dtype.kind != "c":
+        return _as_mat(dlogabs) * _mT(inv(x))
+    q = dsign * conj(op.outputs[0])
+    w = astype(dlogabs, x.dtype) + (q - conj(q)) * 0.5
+    return _as_mat(w) * _mH(inv(x))
 
 
 @RegisterJVP("Slogdet")
 def _slogdet_jvp(op, t):
-    # d log|det A| = tr(A^-1 dA) (Giles 2008); the sign is piecewise constant
-    _real_only("slogdet", op.inputs[0])
-    return None, _trace_of_solve(op.inputs[0], t)
+    # Jacobi's formula (Giles 2008): tau = tr(A^-1 dA) = d log det A; d logabsdet = Re(tau);
+    # the sign is piecewise constant for real A, and for complex A
+    # d sign = sign i Im(tau) = sign (tau - conj(tau)) / 2
+    tau = _trace_of_solve(op.inputs[0], t)
+    if tau.dtype.kind != "c":
+        return None, tau
+    return op.outputs[0] * ((tau - conj(tau)) * 0.5), real(tau)
 
 
 def slogdet(x, /):
     """Sign and natural log of the absolute value of the determinant, as a namedtuple.
 
     x: ``(..., M, M)`` floating. Result: ``SlogdetResult(sign, logabsdet)``, each of shape
-    ``(...)``; sign 0 and logabsdet -inf for singular matrices. Raises ``ValueError`` for a
-    non-square input. Gradient: ``logabsdet`` gets ``dy * inv(x)^T`` (Giles 2008),
-    ``sign`` none (piecewise constant); real dtypes only.
+    ``(...)``; sign 0 and logabsdet -inf for singular matrices (``logabsdet`` has the real
+    dtype; for complex ``x`` the sign is a complex number of modulus 1). Raises
+    ``ValueError`` for a non-square input. Derivatives: Jacobi's formula (Giles 2008), with
+    ``tau = tr(inv(x) dx)``: ``d logabsdet = Re(tau)``; the sign of a real ``x`` is piecewise
+    constant (its cotangent contributes nothing), that of a complex ``x`` moves,
+    ``d sign = sign * i Im(tau)``. Gradient: ``dlogabsdet * inv(x)^T`` for real ``x``;
+    ``conj(w) * inv(x)^H`` with ``w = dlogabsdet + i Im(conj(dsign) sign)`` for complex ``x``
+    (TensorFlow's convention).
     """
     return SlogdetResult(*_slogdet(x))
 
