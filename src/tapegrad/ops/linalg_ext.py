@@ -773,12 +773,14 @@ def _pinv(x, *, rtol=None):
 def _pinv_grad(op, dp):
     # Golub & Pereyra 1973, "The differentiation of pseudo-inverses and nonlinear least squares
     # problems whose variables separate", for X = A^+ at constant rank:
-    #   dX = -X dA X + X X^T dA^T (I - A X) + (I - X A) dA^T X^T X
-    # whose adjoint is dA = -X^T dX X^T + (I - A X) dX^T X X^T + X^T X dX^T (I - X A)
+    #   dX = -X dA X + X X^H dA^H (I - A X) + (I - X A) dA^H X^H X
+    # (^H: the transpose for real A; the formula holds for complex A with conjugate
+    # transposes, as the Penrose conditions do), whose adjoint under Re<., .> (TensorFlow's
+    # convention; Re tr(M^H P dA^H Q) = Re tr((Q M^H P)^H dA)) is
+    #   dA = -X^H dX X^H + (I - A X) dX^H X X^H + X^H X dX^H (I - X A)
     a = op.inputs[0]
-    _real_only("pinv", a)
     p = op.outputs[0]
-    pt, dpt = _mT(p), _mT(dp)
+    pt, dpt = _mH(p), _mH(dp)
     g = -matmul(matmul(pt, dp), pt)
     t2 = matmul(dpt, matmul(p, pt))
     t3 = matmul(matmul(pt, p), dpt)
@@ -787,14 +789,14 @@ def _pinv_grad(op, dp):
 
 @RegisterJVP("Pinv")
 def _pinv_jvp(op, t):
-    # Golub & Pereyra 1973, at constant rank, X = A^+:
-    #   dX = -X dA X + X X^T dA^T (I - A X) + (I - X A) dA^T X^T X
+    # Golub & Pereyra 1973, at constant rank, X = A^+ (complex: conjugate transposes, the
+    # dA^H terms make it real-linear, not holomorphic):
+    #   dX = -X dA X + X X^H dA^H (I - A X) + (I - X A) dA^H X^H X
     a = op.inputs[0]
-    _real_only("pinv", a)
     p = op.outputs[0]
-    tt = _mT(t)
-    t2 = matmul(matmul(p, _mT(p)), tt)  # X X^T dA^T
-    t3 = matmul(tt, matmul(_mT(p), p))  # dA^T X^T X
+    tt = _mH(t)
+    t2 = matmul(matmul(p, _mH(p)), tt)  # X X^H dA^H
+    t3 = matmul(tt, matmul(_mH(p), p))  # dA^H X^H X
     return (-matmul(matmul(p, t), p) + (t2 - matmul(matmul(t2, a), p))
             + (t3 - matmul(p, matmul(a, t3))))
 
@@ -805,8 +807,9 @@ def pinv(x, /, *, rtol=None):
     x: ``(..., M, N)`` floating. rtol: singular values ``<= rtol * largest`` count as zero
     (float or array broadcasting against ``x.shape[:-2]``; default ``max(M, N) * eps``).
     Result: ``(..., N, M)``. Raises ``ValueError`` for a < 2-d input. Gradient: Golub &
-    Pereyra (1973), valid where the rank is locally constant (a full-rank ``x``); real
-    dtypes only.
+    Pereyra (1973), valid where the rank is locally constant (a full-rank ``x``); complex
+    ``x``: the same formulas with conjugate transposes (real-linear in the tangent, not
+    holomorphic), the gradient in TensorFlow's convention.
     """
     return _pinv(x, rtol=rtol._value if isinstance(rtol, Tensor) else rtol)
 
