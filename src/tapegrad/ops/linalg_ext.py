@@ -517,30 +517,34 @@ def _eigvalsh(x):
 @RegisterGradient("Eigvalsh")
 def _eigvalsh_grad(op, dw):
     # dw_i = v_i^T dA v_i (Giles 2008): G = V diag(dw) V^T, symmetric; _sym makes it exactly
-    # so. V is recomputed with the Eigh op, so second derivatives come from its gradient.
+    # so. Complex (Hermitian A): dw_i = v_i^H S v_i along the Hermitian part S of dA (real;
+    # JAX's eigh_jvp_rule), so G = V diag(dw) V^H, Hermitian. V is recomputed with the Eigh
+    # op, so second derivatives come from its gradient.
     x = op.inputs[0]
-    _real_only("eigvalsh", x)
     _, v = _eigh(x)
-    return _sym(matmul(v * expand_dims(dw, axis=-2), _mT(v)))
+    return _sym(matmul(v * expand_dims(dw, axis=-2), _mH(v)))
 
 
 @RegisterJVP("Eigvalsh")
 def _eigvalsh_jvp(op, t):
-    # dw_i = v_i^T S v_i along the symmetric part S of dA (Giles 2008); V from the Eigh op
+    # dw_i = v_i^T S v_i along the symmetric part S of dA (Giles 2008); complex:
+    # dw_i = Re(v_i^H S v_i) along the Hermitian part (JAX's eigh_jvp_rule); V from the Eigh op
     x = op.inputs[0]
-    _real_only("eigvalsh", x)
     _, v = _eigh(x)
-    return _sum(v * matmul(_sym(t), v), axis=-2)
+    dw = _sum(_conj(v) * matmul(_sym(t), v), axis=-2)
+    return real(dw) if dw.dtype.kind == "c" else dw
 
 
 def eigvalsh(x, /):
     """Eigenvalues of a real symmetric (complex Hermitian) matrix or stack, ascending.
 
-    x: ``(..., M, M)`` floating, symmetric; only its lower triangle is read. Result:
-    ``(..., M)``, real dtype. Raises ``ValueError`` for a non-square input. Gradient:
+    x: ``(..., M, M)`` floating, symmetric (Hermitian); only its lower triangle is read.
+    Result: ``(..., M)``, real dtype. Raises ``ValueError`` for a non-square input. Gradient:
     ``V diag(dy) V^T`` (Giles 2008, "An extended collection of matrix derivative results"),
     defined also at repeated eigenvalues to first order. It is the symmetric gradient, as in
-    PyTorch and JAX: the derivative along symmetric directions. Real dtypes only.
+    PyTorch and JAX: the derivative along symmetric directions. Complex ``x``: ``dw_i =
+    v_i^H S v_i`` along the Hermitian part ``S`` of the tangent, gradient ``V diag(dy) V^H``
+    (Hermitian; TensorFlow's convention); its second order comes from ``eigh``'s gradient.
     """
     return _eigvalsh(x)
 
@@ -645,20 +649,22 @@ def _svdvals(x):
 
 @RegisterGradient("Svdvals")
 def _svdvals_grad(op, ds):
-    # ds_i = u_i^T dA v_i (Townsend 2016): dA = U diag(ds) V^T, with U, V from the Svd op
+    # ds_i = u_i^T dA v_i (Townsend 2016): dA = U diag(ds) V^T, with U, V from the Svd op.
+    # Complex: ds_i = Re(u_i^H dA v_i) (JAX's svd_jvp_rule), so dA = U diag(ds) V^H
+    # (TensorFlow's convention): the same product with Vh = V^H
     x = op.inputs[0]
-    _real_only("svdvals", x)
     u, _, vh = _svd(x, full_matrices=False)
     return matmul(u * expand_dims(ds, axis=-2), vh)
 
 
 @RegisterJVP("Svdvals")
 def _svdvals_jvp(op, t):
-    # ds_i = u_i^T dA v_i (Townsend 2016), with U, V from the Svd op
+    # ds_i = u_i^T dA v_i (Townsend 2016), with U, V from the Svd op; complex:
+    # ds_i = Re(u_i^H dA v_i) (JAX's svd_jvp_rule), V = Vh^H
     x = op.inputs[0]
-    _real_only("svdvals", x)
     u, _, vh = _svd(x, full_matrices=False)
-    return _sum(u * matmul(t, _mT(vh)), axis=-2)
+    ds = _sum(_conj(u) * matmul(t, _mH(vh)), axis=-2)
+    return real(ds) if ds.dtype.kind == "c" else ds
 
 
 def svdvals(x, /):
@@ -666,7 +672,9 @@ def svdvals(x, /):
 
     x: ``(..., M, N)`` floating. Result: ``(..., min(M, N))``, real dtype. Raises
     ``ValueError`` for a < 2-d input. Gradient: ``U diag(dy) V^T`` (Townsend 2016); a kink
-    where singular values cross; real dtypes only.
+    where singular values cross. Complex ``x``: ``ds_i = Re(u_i^H dx v_i)``, gradient
+    ``U diag(dy) V^H`` (TensorFlow's convention); its second order comes from ``svd``'s
+    gradient.
     """
     return _svdvals(x)
 
@@ -833,7 +841,8 @@ def _matrix_norm_grad(op, dy):
     # 'fro': x / |x|_F;  'nuc': U V^T;  2 / -2: u_1 v_1^T for the largest / smallest singular
     # value (Townsend 2016); 1 / -1 (inf / -inf): sign(x) on the column (row) of largest /
     # smallest absolute sum, split evenly among ties. Complex x: the same formulas are the
-    # gradients dL/dRe + i dL/dIm (sign(z) = z / |z|) for 'fro' and the absolute sums
+    # gradients dL/dRe + i dL/dIm (sign(z) = z / |z|) for 'fro' and the absolute sums, and
+    # U V^H (u_1 v_1^H) for the SVD-based ords (ds_i = Re(u_i^H dA v_i), as svdvals)
     x = op.inputs[0]
     if x.size == 0:
         return zeros_like(x)
@@ -844,8 +853,7 @@ def _matrix_norm_grad(op, dy):
         yk = reshape(op.outputs[0], kept)
         return dyk * x / where(yk == 0.0, ones_like(yk), yk)  # y = 0 only at x = 0: gradient 0
     if order in ("nuc", 2, -2):
-        _real_only("matrix_norm", x)  # its second order needs svd's complex gradient
-        u, _, vh = _svd(x, full_matrices=False)
+        u, _, vh = _svd(x, full_matrices=False)  # vh = V^H: U V^H, second order from Svd
         if order == 2:
             u, vh = u[..., :, :1], vh[..., :1, :]
         elif order == -2:
@@ -876,8 +884,9 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):  # noqa: A002 - Array API n
     a < 2-d input. Gradient: ``x / norm`` ('fro', 0 at x = 0), ``U V^T`` ('nuc'),
     ``u_i v_i^T`` (2, -2; Townsend 2016), ``sign(x)`` on the extreme column / row with ties
     split evenly (1, -1, inf, -inf); complex ``x``: the same with ``sign(z) = z / |z|``
-    (TensorFlow's convention) for 'fro', 1, -1, inf and -inf; the SVD-based ords raise
-    ``NotImplementedError`` (svd's complex gradient is not implemented).
+    (TensorFlow's convention) for 'fro', 1, -1, inf and -inf, and ``U V^H`` / ``u_i v_i^H``
+    for 'nuc', 2, -2 (``ds_i = Re(u_i^H dx v_i)``; their second order comes from ``svd``'s
+    gradient).
     """
     if ord is None:
         ord = "fro"  # noqa: A001
