@@ -670,6 +670,28 @@ def _complex_jax_cases():
                         lambda z: jnp().linalg.norm(_matrix_jax(z))),
         "matrix_norm_1": (lambda z: tg.linalg.matrix_norm(_matrix(z), ord=1),
                           lambda z: jnp().linalg.norm(_matrix_jax(z), ord=1)),
+        "slogdet_sign": (lambda z: tg.linalg.slogdet(_matrix(z)).sign,
+                         lambda z: jnp().linalg.slogdet(_matrix_jax(z))[0]),
+        "slogdet_logabsdet": (lambda z: tg.linalg.slogdet(_matrix(z)).logabsdet,
+                              lambda z: jnp().linalg.slogdet(_matrix_jax(z))[1]),
+        "cholesky": (lambda z: tg.linalg.cholesky(_hermitian(z)),
+                     lambda z: jnp().linalg.cholesky(_hermitian_jax(z))),
+        "cholesky_upper": (lambda z: tg.linalg.cholesky(_hermitian(z), upper=True),
+                           lambda z: jnp().linalg.cholesky(_hermitian_jax(z), upper=True)),
+        "eigvalsh": (lambda z: tg.linalg.eigvalsh(_hermitian(z)),
+                     lambda z: jnp().linalg.eigvalsh(_hermitian_jax(z))),
+        "svdvals": (lambda z: tg.linalg.svdvals(_matrix(z)),
+                    lambda z: jnp().linalg.svd(_matrix_jax(z), compute_uv=False)),
+        "pinv": (lambda z: tg.linalg.pinv(_matrix(z)),
+                 lambda z: jnp().linalg.pinv(_matrix_jax(z))),
+        "pinv_wide": (lambda z: tg.linalg.pinv(tg.reshape(z, (1, 4))),
+                      lambda z: jnp().linalg.pinv(z.reshape(1, 4))),
+        "matrix_norm_nuc": (lambda z: tg.linalg.matrix_norm(_matrix(z), ord="nuc"),
+                            lambda z: jnp().linalg.norm(_matrix_jax(z), ord="nuc")),
+        "matrix_norm_2": (lambda z: tg.linalg.matrix_norm(_matrix(z), ord=2),
+                          lambda z: jnp().linalg.norm(_matrix_jax(z), ord=2)),
+        "matrix_norm_-2": (lambda z: tg.linalg.matrix_norm(_matrix(z), ord=-2),
+                           lambda z: jnp().linalg.norm(_matrix_jax(z), ord=-2)),
         "fft": (tg.fft.fft, "fft.fft"), "ifft": (tg.fft.ifft, "fft.ifft"),
         "irfft": (tg.fft.irfft, "fft.irfft"),
         "chain": (lambda z: tg.exp(tg.conj(z) * z) / (z + 3.0) + tg.imag(z) * z,
@@ -683,6 +705,16 @@ def _matrix(z):  # a well-conditioned complex 2 x 2 matrix of the case's 4 eleme
 
 def _matrix_jax(z):
     return z.reshape(2, 2) + 2.0 * jnp().eye(2, dtype=z.dtype)
+
+
+def _hermitian(z):  # a Hermitian positive-definite 2 x 2 matrix of the case's 4 elements
+    m = _matrix(z)
+    return m @ tg.conj(tg.matrix_transpose(m)) + tg.eye(2, dtype=z.dtype)
+
+
+def _hermitian_jax(z):
+    m = _matrix_jax(z)
+    return m @ m.conj().T + jnp().eye(2, dtype=z.dtype)
 
 
 def jnp():
