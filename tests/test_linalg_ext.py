@@ -324,7 +324,8 @@ def _check_complex_jvps(f, x):
         return (first if order == 1 else outer.jvp(first)).numpy()
 
     eps = 1e-6
-    numeric = (f(tg.constant(x + eps * v)).numpy() - f(tg.constant(x - eps * v)).numpy()) / (2 * eps)
+    plus, minus = f(tg.constant(x + eps * v)).numpy(), f(tg.constant(x - eps * v)).numpy()
+    numeric = (plus - minus) / (2 * eps)
     np.testing.assert_allclose(jvp(x, 1), numeric, rtol=1e-6, atol=1e-7)
     eps = 1e-4
     numeric = (jvp(x + eps * v, 1) - jvp(x - eps * v, 1)) / (2 * eps)

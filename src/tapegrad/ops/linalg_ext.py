@@ -9,14 +9,19 @@ ops, so gradients of any order exist. Conventions shared by the gradients:
   modes: the JVP is the real formula, the gradient uses conjugate transposes (TensorFlow's
   convention, ``docs/architecture.md``, "Complex numbers"); so do ``vector_norm`` and
   ``matrix_norm`` (with ``sign(z) = z / |z|``); ``trace`` and ``diagonal`` are
-  real-coefficient linear maps, exact for complex inputs too. The other ops' gradients and
-  JVPs of a complex input raise ``NotImplementedError`` (forward values are supported).
-- ``eigh``, ``eigvalsh`` and ``cholesky`` take a symmetric input and read only its lower
-  triangle, as LAPACK's default (``UPLO='L'``) does in NumPy, array-api-strict, CuPy and
-  PyTorch (``cholesky(x, upper=True)`` is computed as the transpose of the lower factor, so it
-  reads the lower triangle too). Their gradients are the **symmetric** ones,
-  ``(G + G^T) / 2`` with ``G`` a gradient for symmetric perturbations, as PyTorch and JAX
-  return (TensorFlow too for ``cholesky``): ``<grad, S>`` is the derivative along every
+  real-coefficient linear maps, exact for complex inputs too. ``slogdet`` (whose complex sign
+  moves), ``cholesky``, ``eigvalsh``, ``svdvals``, ``pinv`` and ``matrix_norm``'s SVD-based
+  ords are not holomorphic: their JVPs are the real-linear derivatives, their gradients the
+  adjoints under ``Re<., .>``, each rule citing its source. ``eigh``'s, ``svd``'s and
+  ``qr``'s gradients and JVPs of a complex input raise ``NotImplementedError`` (forward values
+  are supported).
+- ``eigh``, ``eigvalsh`` and ``cholesky`` take a symmetric (complex: Hermitian) input and
+  read only its lower triangle, as LAPACK's default (``UPLO='L'``) does in NumPy,
+  array-api-strict, CuPy and PyTorch (``cholesky(x, upper=True)`` is computed as the
+  transpose of the lower factor, so it reads the lower triangle too). Their gradients are the
+  **symmetric** ones, ``(G + G^T) / 2`` with ``G`` a gradient for symmetric perturbations
+  (complex: the Hermitian part ``(G + G^H) / 2``, for Hermitian perturbations), as PyTorch and
+  JAX return (TensorFlow too for ``cholesky``): ``<grad, S>`` is the derivative along every
   symmetric direction ``S``, and a gradient step keeps a symmetric matrix symmetric. Along a
   non-symmetric direction it is not the derivative (the forward sees only the lower triangle
   move); to differentiate that lower-triangle read itself use e.g.
