@@ -9,14 +9,19 @@ ops, so gradients of any order exist. Conventions shared by the gradients:
   modes: the JVP is the real formula, the gradient uses conjugate transposes (TensorFlow's
   convention, ``docs/architecture.md``, "Complex numbers"); so do ``vector_norm`` and
   ``matrix_norm`` (with ``sign(z) = z / |z|``); ``trace`` and ``diagonal`` are
-  real-coefficient linear maps, exact for complex inputs too. The other ops' gradients and
-  JVPs of a complex input raise ``NotImplementedError`` (forward values are supported).
-- ``eigh``, ``eigvalsh`` and ``cholesky`` take a symmetric input and read only its lower
-  triangle, as LAPACK's default (``UPLO='L'``) does in NumPy, array-api-strict, CuPy and
-  PyTorch (``cholesky(x, upper=True)`` is computed as the transpose of the lower factor, so it
-  reads the lower triangle too). Their gradients are the **symmetric** ones,
-  ``(G + G^T) / 2`` with ``G`` a gradient for symmetric perturbations, as PyTorch and JAX
-  return (TensorFlow too for ``cholesky``): ``<grad, S>`` is the derivative along every
+  real-coefficient linear maps, exact for complex inputs too. ``slogdet`` (whose complex sign
+  moves), ``cholesky``, ``eigvalsh``, ``svdvals``, ``pinv`` and ``matrix_norm``'s SVD-based
+  ords are not holomorphic: their JVPs are the real-linear derivatives, their gradients the
+  adjoints under ``Re<., .>``, each rule citing its source. ``eigh``'s, ``svd``'s and
+  ``qr``'s gradients and JVPs of a complex input raise ``NotImplementedError`` (forward values
+  are supported).
+- ``eigh``, ``eigvalsh`` and ``cholesky`` take a symmetric (complex: Hermitian) input and
+  read only its lower triangle, as LAPACK's default (``UPLO='L'``) does in NumPy,
+  array-api-strict, CuPy and PyTorch (``cholesky(x, upper=True)`` is computed as the
+  transpose of the lower factor, so it reads the lower triangle too). Their gradients are the
+  **symmetric** ones, ``(G + G^T) / 2`` with ``G`` a gradient for symmetric perturbations
+  (complex: the Hermitian part ``(G + G^H) / 2``, for Hermitian perturbations), as PyTorch and
+  JAX return (TensorFlow too for ``cholesky``): ``<grad, S>`` is the derivative along every
   symmetric direction ``S``, and a gradient step keeps a symmetric matrix symmetric. Along a
   non-symmetric direction it is not the derivative (the forward sees only the lower triangle
   move); to differentiate that lower-triangle read itself use e.g.
@@ -159,8 +164,10 @@ def _diag_embed(v):
 
 def _sym(g):
     """``(g + g^T) / 2``: the symmetric gradient from a gradient ``g`` for symmetric
-    perturbations (``<g, S> = <sym(g), S>`` for every symmetric ``S``); exactly symmetric."""
-    return (g + _mT(g)) * 0.5
+    perturbations (``<g, S> = <sym(g), S>`` for every symmetric ``S``); exactly symmetric.
+    Complex ``g``: the Hermitian part ``(g + g^H) / 2`` (``Re<g, S> = Re<sym(g), S>`` for every
+    Hermitian ``S``)."""
+    return (g + _mH(g)) * 0.5
 
 
 def _inverse_gaps(v):
@@ -210,49 +217,55 @@ def _cholesky_grad(op, dl):
     # Murray 2016, "Differentiation of the Cholesky decomposition" (reverse mode): with
     # P = Phi(L^T dL) (lower triangle, diagonal halved), G = L^-T P L^-1 is a gradient for
     # symmetric perturbations; the input receives its symmetric part (G + G^T) / 2, as
-    # TensorFlow's _CholeskyGrad and PyTorch's cholesky_backward return
-    x = op.inputs[0]
-    _real_only("cholesky", x)
+    # TensorFlow's _CholeskyGrad and PyTorch's cholesky_backward return. Complex (A = L L^H):
+    # the same with conjugate transposes, P = Phi(L^H dL), G = L^-H P L^-1 and the Hermitian
+    # part (G + G^H) / 2 (the adjoint, under Re<., .>, of the JVP below: Phi is a real mask,
+    # self-adjoint; as PyTorch's cholesky_backward and JAX's cholesky_jvp_rule transposed)
     low = op.outputs[0]
     if op.attrs.get("upper", False):
-        low, dl = _mT(low), _mT(dl)
+        low, dl = _mH(low), _mH(dl)  # U = L^H: dU = dL^H, and the cotangent of L is dU^H
     n = low.shape[-1]
     phi = _const(low, lambda xp, dt: xp.tril(xp.ones((n, n), dtype=dt), k=-1)
                  + 0.5 * xp.eye(n, dtype=dt))
-    lt = _mT(low)
-    s = _solve(lt, matmul(lt, dl) * phi)  # L^-T P
-    return _sym(_mT(_solve(lt, _mT(s))))  # (L^-T (L^-T P)^T)^T = L^-T P L^-1
+    lt = _mH(low)
+    s = _solve(lt, matmul(lt, dl) * phi)  # L^-H P
+    return _sym(_mH(_solve(lt, _mH(s))))  # (L^-H (L^-H P)^H)^H = L^-H P L^-1
 
 
 @RegisterJVP("Cholesky")
 def _cholesky_jvp(op, t):
     # Murray 2016 (forward mode; Giles 2008): dL = L Phi(L^-1 dA L^-T), Phi the lower triangle
     # with the diagonal halved, along the symmetric part of dA (the transpose of the gradient's
-    # symmetric rule)
-    _real_only("cholesky", op.inputs[0])
+    # symmetric rule). Complex (A = L L^H, L^-1 dA L^-H = L^-1 dL + (L^-1 dL)^H with
+    # L^-1 dL lower triangular, real diagonal): dL = L Phi(L^-1 S L^-H) along the Hermitian
+    # part S of dA (JAX's cholesky_jvp_rule)
     low = op.outputs[0]
     upper = op.attrs.get("upper", False)
     if upper:
-        low = _mT(low)
+        low = _mH(low)
     n = low.shape[-1]
     phi = _const(low, lambda xp, dt: xp.tril(xp.ones((n, n), dtype=dt), k=-1)
                  + 0.5 * xp.eye(n, dtype=dt))
-    inner = _solve(low, _mT(_solve(low, _sym(t))))  # L^-1 (L^-1 S)^T = L^-1 S L^-T, S = S^T
+    inner = _solve(low, _mH(_solve(low, _sym(t))))  # L^-1 (L^-1 S)^H = L^-1 S L^-H, S = S^H
     dl = matmul(low, inner * phi)
-    return _mT(dl) if upper else dl
+    return _mH(dl) if upper else dl
 
 
 def cholesky(x, /, *, upper=False):
-    """Cholesky factor of a symmetric positive-definite matrix (or stack), ``x = L L^T``.
+    """Cholesky factor of a symmetric (complex: Hermitian) positive-definite matrix (or
+    stack), ``x = L L^T`` (``x = L L^H``).
 
-    x: ``(..., M, M)`` floating, symmetric; only its lower triangle is read. Result: the lower
-    factor ``L`` (``upper=False``) or ``U = L^H`` (``upper=True``), same shape and dtype.
-    Raises ``ValueError`` for a non-square input and ``numpy.linalg.LinAlgError`` (a
-    ``ValueError``) on NumPy when a matrix is not positive definite. Gradient: the symmetric
-    part ``(G + G^T) / 2`` of ``G = L^-T Phi(L^T dL) L^-1`` (Murray 2016, "Differentiation of
-    the Cholesky decomposition"; ``Phi``: the lower triangle with the diagonal halved). It is
-    the symmetric gradient, as in TensorFlow, PyTorch and JAX: the derivative along symmetric
-    directions. Real dtypes only.
+    x: ``(..., M, M)`` floating, symmetric (Hermitian); only its lower triangle is read.
+    Result: the lower factor ``L`` (``upper=False``) or ``U = L^H`` (``upper=True``), same
+    shape and dtype. Raises ``ValueError`` for a non-square input and
+    ``numpy.linalg.LinAlgError`` (a ``ValueError``) on NumPy when a matrix is not positive
+    definite. Gradient: the symmetric part ``(G + G^T) / 2`` of ``G = L^-T Phi(L^T dL) L^-1``
+    (Murray 2016, "Differentiation of the Cholesky decomposition"; ``Phi``: the lower triangle
+    with the diagonal halved). It is the symmetric gradient, as in TensorFlow, PyTorch and
+    JAX: the derivative along symmetric directions. Complex ``x``: the same with conjugate
+    transposes, the Hermitian part ``(G + G^H) / 2`` of ``G = L^-H Phi(L^H dL) L^-1``
+    (TensorFlow's convention), the derivative along Hermitian directions; JVP
+    ``dL = L Phi(L^-1 S L^-H)`` along the Hermitian part ``S`` of the tangent.
     """
     return _cholesky(x, upper=upper)
 
@@ -307,27 +320,43 @@ def _slogdet(x):
 
 @RegisterGradient("Slogdet")
 def _slogdet_grad(op, dsign, dlogabs):
-    # d log|det A| = tr(A^-1 dA) (Giles 2008): dA = dlogabs A^-T; the sign is
-    # piecewise constant, so its cotangent contributes nothing
+    # Jacobi's formula (Giles 2008): with tau = tr(A^-1 dA) = d log det A,
+    # d logabsdet = Re(tau) and d sign = sign i Im(tau). Real A: the sign is piecewise
+    # constant, its cotangent contributes nothing, dA = dlogabs A^-T. Complex A: for a real
+    # loss, dL = dlogabs Re(tau) + Re(conj(dsign) sign i Im(tau)) = Re(w tau) with
+    # w = dlogabs + i Im(conj(dsign) sign), so dA = conj(w) A^-H (TensorFlow's convention;
+    # conj(w) = dlogabs + (dsign conj(sign) - conj(dsign) sign) / 2)
     x = op.inputs[0]
-    _real_only("slogdet", x)
-    return _as_mat(dlogabs) * _mT(inv(x))
+    if x.dtype.kind != "c":
+        return _as_mat(dlogabs) * _mT(inv(x))
+    q = dsign * conj(op.outputs[0])
+    w = astype(dlogabs, x.dtype) + (q - conj(q)) * 0.5
+    return _as_mat(w) * _mH(inv(x))
 
 
 @RegisterJVP("Slogdet")
 def _slogdet_jvp(op, t):
-    # d log|det A| = tr(A^-1 dA) (Giles 2008); the sign is piecewise constant
-    _real_only("slogdet", op.inputs[0])
-    return None, _trace_of_solve(op.inputs[0], t)
+    # Jacobi's formula (Giles 2008): tau = tr(A^-1 dA) = d log det A; d logabsdet = Re(tau);
+    # the sign is piecewise constant for real A, and for complex A
+    # d sign = sign i Im(tau) = sign (tau - conj(tau)) / 2
+    tau = _trace_of_solve(op.inputs[0], t)
+    if tau.dtype.kind != "c":
+        return None, tau
+    return op.outputs[0] * ((tau - conj(tau)) * 0.5), real(tau)
 
 
 def slogdet(x, /):
     """Sign and natural log of the absolute value of the determinant, as a namedtuple.
 
     x: ``(..., M, M)`` floating. Result: ``SlogdetResult(sign, logabsdet)``, each of shape
-    ``(...)``; sign 0 and logabsdet -inf for singular matrices. Raises ``ValueError`` for a
-    non-square input. Gradient: ``logabsdet`` gets ``dy * inv(x)^T`` (Giles 2008),
-    ``sign`` none (piecewise constant); real dtypes only.
+    ``(...)``; sign 0 and logabsdet -inf for singular matrices (``logabsdet`` has the real
+    dtype; for complex ``x`` the sign is a complex number of modulus 1). Raises
+    ``ValueError`` for a non-square input. Derivatives: Jacobi's formula (Giles 2008), with
+    ``tau = tr(inv(x) dx)``: ``d logabsdet = Re(tau)``; the sign of a real ``x`` is piecewise
+    constant (its cotangent contributes nothing), that of a complex ``x`` moves,
+    ``d sign = sign * i Im(tau)``. Gradient: ``dlogabsdet * inv(x)^T`` for real ``x``;
+    ``conj(w) * inv(x)^H`` with ``w = dlogabsdet + i Im(conj(dsign) sign)`` for complex ``x``
+    (TensorFlow's convention).
     """
     return SlogdetResult(*_slogdet(x))
 
@@ -493,30 +522,34 @@ def _eigvalsh(x):
 @RegisterGradient("Eigvalsh")
 def _eigvalsh_grad(op, dw):
     # dw_i = v_i^T dA v_i (Giles 2008): G = V diag(dw) V^T, symmetric; _sym makes it exactly
-    # so. V is recomputed with the Eigh op, so second derivatives come from its gradient.
+    # so. Complex (Hermitian A): dw_i = v_i^H S v_i along the Hermitian part S of dA (real;
+    # JAX's eigh_jvp_rule), so G = V diag(dw) V^H, Hermitian. V is recomputed with the Eigh
+    # op, so second derivatives come from its gradient.
     x = op.inputs[0]
-    _real_only("eigvalsh", x)
     _, v = _eigh(x)
-    return _sym(matmul(v * expand_dims(dw, axis=-2), _mT(v)))
+    return _sym(matmul(v * expand_dims(dw, axis=-2), _mH(v)))
 
 
 @RegisterJVP("Eigvalsh")
 def _eigvalsh_jvp(op, t):
-    # dw_i = v_i^T S v_i along the symmetric part S of dA (Giles 2008); V from the Eigh op
+    # dw_i = v_i^T S v_i along the symmetric part S of dA (Giles 2008); complex:
+    # dw_i = Re(v_i^H S v_i) along the Hermitian part (JAX's eigh_jvp_rule); V from the Eigh op
     x = op.inputs[0]
-    _real_only("eigvalsh", x)
     _, v = _eigh(x)
-    return _sum(v * matmul(_sym(t), v), axis=-2)
+    dw = _sum(_conj(v) * matmul(_sym(t), v), axis=-2)
+    return real(dw) if dw.dtype.kind == "c" else dw
 
 
 def eigvalsh(x, /):
     """Eigenvalues of a real symmetric (complex Hermitian) matrix or stack, ascending.
 
-    x: ``(..., M, M)`` floating, symmetric; only its lower triangle is read. Result:
-    ``(..., M)``, real dtype. Raises ``ValueError`` for a non-square input. Gradient:
+    x: ``(..., M, M)`` floating, symmetric (Hermitian); only its lower triangle is read.
+    Result: ``(..., M)``, real dtype. Raises ``ValueError`` for a non-square input. Gradient:
     ``V diag(dy) V^T`` (Giles 2008, "An extended collection of matrix derivative results"),
     defined also at repeated eigenvalues to first order. It is the symmetric gradient, as in
-    PyTorch and JAX: the derivative along symmetric directions. Real dtypes only.
+    PyTorch and JAX: the derivative along symmetric directions. Complex ``x``: ``dw_i =
+    v_i^H S v_i`` along the Hermitian part ``S`` of the tangent, gradient ``V diag(dy) V^H``
+    (Hermitian; TensorFlow's convention); its second order comes from ``eigh``'s gradient.
     """
     return _eigvalsh(x)
 
@@ -621,20 +654,22 @@ def _svdvals(x):
 
 @RegisterGradient("Svdvals")
 def _svdvals_grad(op, ds):
-    # ds_i = u_i^T dA v_i (Townsend 2016): dA = U diag(ds) V^T, with U, V from the Svd op
+    # ds_i = u_i^T dA v_i (Townsend 2016): dA = U diag(ds) V^T, with U, V from the Svd op.
+    # Complex: ds_i = Re(u_i^H dA v_i) (JAX's svd_jvp_rule), so dA = U diag(ds) V^H
+    # (TensorFlow's convention): the same product with Vh = V^H
     x = op.inputs[0]
-    _real_only("svdvals", x)
     u, _, vh = _svd(x, full_matrices=False)
     return matmul(u * expand_dims(ds, axis=-2), vh)
 
 
 @RegisterJVP("Svdvals")
 def _svdvals_jvp(op, t):
-    # ds_i = u_i^T dA v_i (Townsend 2016), with U, V from the Svd op
+    # ds_i = u_i^T dA v_i (Townsend 2016), with U, V from the Svd op; complex:
+    # ds_i = Re(u_i^H dA v_i) (JAX's svd_jvp_rule), V = Vh^H
     x = op.inputs[0]
-    _real_only("svdvals", x)
     u, _, vh = _svd(x, full_matrices=False)
-    return _sum(u * matmul(t, _mT(vh)), axis=-2)
+    ds = _sum(_conj(u) * matmul(t, _mH(vh)), axis=-2)
+    return real(ds) if ds.dtype.kind == "c" else ds
 
 
 def svdvals(x, /):
@@ -642,7 +677,9 @@ def svdvals(x, /):
 
     x: ``(..., M, N)`` floating. Result: ``(..., min(M, N))``, real dtype. Raises
     ``ValueError`` for a < 2-d input. Gradient: ``U diag(dy) V^T`` (Townsend 2016); a kink
-    where singular values cross; real dtypes only.
+    where singular values cross. Complex ``x``: ``ds_i = Re(u_i^H dx v_i)``, gradient
+    ``U diag(dy) V^H`` (TensorFlow's convention); its second order comes from ``svd``'s
+    gradient.
     """
     return _svdvals(x)
 
@@ -749,12 +786,14 @@ def _pinv(x, *, rtol=None):
 def _pinv_grad(op, dp):
     # Golub & Pereyra 1973, "The differentiation of pseudo-inverses and nonlinear least squares
     # problems whose variables separate", for X = A^+ at constant rank:
-    #   dX = -X dA X + X X^T dA^T (I - A X) + (I - X A) dA^T X^T X
-    # whose adjoint is dA = -X^T dX X^T + (I - A X) dX^T X X^T + X^T X dX^T (I - X A)
+    #   dX = -X dA X + X X^H dA^H (I - A X) + (I - X A) dA^H X^H X
+    # (^H: the transpose for real A; the formula holds for complex A with conjugate
+    # transposes, as the Penrose conditions do), whose adjoint under Re<., .> (TensorFlow's
+    # convention; Re tr(M^H P dA^H Q) = Re tr((Q M^H P)^H dA)) is
+    #   dA = -X^H dX X^H + (I - A X) dX^H X X^H + X^H X dX^H (I - X A)
     a = op.inputs[0]
-    _real_only("pinv", a)
     p = op.outputs[0]
-    pt, dpt = _mT(p), _mT(dp)
+    pt, dpt = _mH(p), _mH(dp)
     g = -matmul(matmul(pt, dp), pt)
     t2 = matmul(dpt, matmul(p, pt))
     t3 = matmul(matmul(pt, p), dpt)
@@ -763,14 +802,14 @@ def _pinv_grad(op, dp):
 
 @RegisterJVP("Pinv")
 def _pinv_jvp(op, t):
-    # Golub & Pereyra 1973, at constant rank, X = A^+:
-    #   dX = -X dA X + X X^T dA^T (I - A X) + (I - X A) dA^T X^T X
+    # Golub & Pereyra 1973, at constant rank, X = A^+ (complex: conjugate transposes, the
+    # dA^H terms make it real-linear, not holomorphic):
+    #   dX = -X dA X + X X^H dA^H (I - A X) + (I - X A) dA^H X^H X
     a = op.inputs[0]
-    _real_only("pinv", a)
     p = op.outputs[0]
-    tt = _mT(t)
-    t2 = matmul(matmul(p, _mT(p)), tt)  # X X^T dA^T
-    t3 = matmul(tt, matmul(_mT(p), p))  # dA^T X^T X
+    tt = _mH(t)
+    t2 = matmul(matmul(p, _mH(p)), tt)  # X X^H dA^H
+    t3 = matmul(tt, matmul(_mH(p), p))  # dA^H X^H X
     return (-matmul(matmul(p, t), p) + (t2 - matmul(matmul(t2, a), p))
             + (t3 - matmul(p, matmul(a, t3))))
 
@@ -781,8 +820,9 @@ def pinv(x, /, *, rtol=None):
     x: ``(..., M, N)`` floating. rtol: singular values ``<= rtol * largest`` count as zero
     (float or array broadcasting against ``x.shape[:-2]``; default ``max(M, N) * eps``).
     Result: ``(..., N, M)``. Raises ``ValueError`` for a < 2-d input. Gradient: Golub &
-    Pereyra (1973), valid where the rank is locally constant (a full-rank ``x``); real
-    dtypes only.
+    Pereyra (1973), valid where the rank is locally constant (a full-rank ``x``); complex
+    ``x``: the same formulas with conjugate transposes (real-linear in the tangent, not
+    holomorphic), the gradient in TensorFlow's convention.
     """
     return _pinv(x, rtol=rtol._value if isinstance(rtol, Tensor) else rtol)
 
@@ -806,7 +846,8 @@ def _matrix_norm_grad(op, dy):
     # 'fro': x / |x|_F;  'nuc': U V^T;  2 / -2: u_1 v_1^T for the largest / smallest singular
     # value (Townsend 2016); 1 / -1 (inf / -inf): sign(x) on the column (row) of largest /
     # smallest absolute sum, split evenly among ties. Complex x: the same formulas are the
-    # gradients dL/dRe + i dL/dIm (sign(z) = z / |z|) for 'fro' and the absolute sums
+    # gradients dL/dRe + i dL/dIm (sign(z) = z / |z|) for 'fro' and the absolute sums, and
+    # U V^H (u_1 v_1^H) for the SVD-based ords (ds_i = Re(u_i^H dA v_i), as svdvals)
     x = op.inputs[0]
     if x.size == 0:
         return zeros_like(x)
@@ -817,8 +858,7 @@ def _matrix_norm_grad(op, dy):
         yk = reshape(op.outputs[0], kept)
         return dyk * x / where(yk == 0.0, ones_like(yk), yk)  # y = 0 only at x = 0: gradient 0
     if order in ("nuc", 2, -2):
-        _real_only("matrix_norm", x)  # its second order needs svd's complex gradient
-        u, _, vh = _svd(x, full_matrices=False)
+        u, _, vh = _svd(x, full_matrices=False)  # vh = V^H: U V^H, second order from Svd
         if order == 2:
             u, vh = u[..., :, :1], vh[..., :1, :]
         elif order == -2:
@@ -849,8 +889,9 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):  # noqa: A002 - Array API n
     a < 2-d input. Gradient: ``x / norm`` ('fro', 0 at x = 0), ``U V^T`` ('nuc'),
     ``u_i v_i^T`` (2, -2; Townsend 2016), ``sign(x)`` on the extreme column / row with ties
     split evenly (1, -1, inf, -inf); complex ``x``: the same with ``sign(z) = z / |z|``
-    (TensorFlow's convention) for 'fro', 1, -1, inf and -inf; the SVD-based ords raise
-    ``NotImplementedError`` (svd's complex gradient is not implemented).
+    (TensorFlow's convention) for 'fro', 1, -1, inf and -inf, and ``U V^H`` / ``u_i v_i^H``
+    for 'nuc', 2, -2 (``ds_i = Re(u_i^H dx v_i)``; their second order comes from ``svd``'s
+    gradient).
     """
     if ord is None:
         ord = "fro"  # noqa: A001
