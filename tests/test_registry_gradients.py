@@ -37,7 +37,7 @@ COMPLEX_NOT_IMPLEMENTED = {
     name: "these linear-algebra ops' complex derivatives (non-holomorphic, or conjugate "
           "transposes in the formulas of Giles 2008 and the others) are not implemented "
           "(ops/linalg_ext.py); det, inv and solve have theirs"
-    for name in ("Cholesky", "Slogdet", "Eigh", "Eigvalsh", "Svd",
+    for name in ("Cholesky", "Slogdet", "Eigvalsh", "Svd",
                  "Svdvals", "Qr", "Pinv")}
 
 
@@ -86,37 +86,77 @@ def complex_cases():
     return cases
 
 
-# Ops whose outputs hold vectors fixed only up to their signs (their complex derivatives are not
-# implemented, so real ones): {op type: {output: the axis along which a vector's entries lie}}.
-# LAPACK and cuSOLVER may pick different signs (eager NumPy against XLA on a GPU), so every sweep
-# sees each vector with its largest entry made positive: the sign is locally constant, so the
-# derivatives are the op's own.
+def symmetric_part(x):
+    """``(x + x^T) / 2``, or the Hermitian part ``(x + x^H) / 2`` of a complex ``x``: the input
+    of a ``_SYMMETRIC_INPUT`` op."""
+    if x.dtype.kind == "c":
+        return (x + tg.conj(tg.matrix_transpose(x))) / 2.0
+    return (x + tg.matrix_transpose(x)) / 2.0
+
+
+# Ops whose outputs hold vectors fixed only up to their signs (real) or phases (complex):
+# {op type: {output: the axis along which a vector's entries lie}}. LAPACK and cuSOLVER may pick
+# different signs (eager NumPy against XLA on a GPU), so every sweep sees each real vector with
+# its largest entry made positive: the sign is locally constant, so the derivatives are the op's
+# own. A complex vector's phase is not locally constant (nor chosen alike by the op's derivatives
+# and by LAPACK), so each complex vector is multiplied by conj(p) / |p|, p its entry of largest
+# modulus: the function is then gauge-invariant (as PyTorch requires of losses of complex
+# eigenvectors) and smooth. For Svd and Qr the vectors of the first output (columns of U, Q)
+# pair with the rows of the second (Vh, R): those rows get the inverse phase, so that the
+# factorization is unchanged (Svd's extra rows of Vh with full_matrices get their own).
 _SIGN_FREE = {"Eigh": {1: -2}, "Svd": {0: -2, 2: -1}, "Qr": {0: -2, 1: -1}}
 
 
 def _fixed_signs(y, axis):
-    """``y`` with each vector along ``axis`` multiplied by the sign of its largest entry."""
+    """``y`` with each vector along ``axis`` multiplied by the sign of its largest entry (the
+    conjugate phase ``conj(p) / |p|`` of its entry ``p`` of largest modulus for a complex ``y``)."""
     if 0 in y.shape:
         return y
+    return y * _phase(y, axis)
+
+
+def _phase(y, axis):
+    """``conj(p) / |p|`` (``sign(p)`` for real ``y``) of each vector's entry ``p`` of largest
+    modulus, with the vector's axis kept (length 1)."""
     largest = tg.take_along_axis(y, tg.argmax(tg.abs(y), axis=axis, keepdims=True), axis=axis)
-    return y * tg.sign(largest)
+    if y.dtype.kind != "c":
+        return tg.sign(largest)
+    return tg.conj(largest) / tg.abs(largest)
+
+
+def _fixed_phases(out, sign_free):
+    """The outputs with the vectors of ``sign_free`` fixed: real ones by their signs, each
+    independently; complex ones by their phases, with a second output's rows taking the inverse
+    phases of the first's columns (the pairs of Svd and Qr)."""
+    out = list(out)
+    keys = sorted(sign_free)
+    if len(keys) == 2 and out[keys[0]].dtype.kind == "c" and 0 not in out[keys[0]].shape:
+        a, b = keys  # the columns of out[a] pair with the rows of out[b]
+        phase = _phase(out[a], -2)  # (..., 1, K)
+        out[a] = out[a] * phase
+        k = min(out[a].shape[-1], out[b].shape[-2])
+        paired = out[b][..., :k, :] * tg.conj(tg.matrix_transpose(phase[..., :k]))
+        if out[b].shape[-2] > k:  # unpaired rows (Svd's full Vh of a wide matrix)
+            paired = tg.concat([paired, _fixed_signs(out[b][..., k:, :], -1)], axis=-2)
+        out[b] = paired
+        return out
+    return [_fixed_signs(y, sign_free[k]) if k in sign_free else y for k, y in enumerate(out)]
 
 
 def sample_function(op_type, args, attrs, positions):
     """The op of ``op_type`` as a function of the sample's random inputs (the others fixed);
-    vectors fixed up to sign have their largest entries made positive (``_SIGN_FREE``)."""
+    vectors fixed up to sign or phase have them fixed (``_SIGN_FREE``)."""
     op = tg.registered_ops()[op_type].public
     sign_free = _SIGN_FREE.get(op_type, {})
 
     def f(*xs):
         full = list(args)
         for p, x in zip(positions, xs):
-            full[p] = (x + tg.matrix_transpose(x)) / 2.0 if op_type in _SYMMETRIC_INPUT else x
+            full[p] = symmetric_part(x) if op_type in _SYMMETRIC_INPUT else x
         out = op(*full, **attrs)
         if not sign_free:
             return out
-        return type(out)(_fixed_signs(y, sign_free[k]) if k in sign_free else y
-                         for k, y in enumerate(out))
+        return type(out)(_fixed_phases(out, sign_free))
 
     return f
 

@@ -444,42 +444,55 @@ def _eigh(x):
     return w, v
 
 
+def _hermitian(g):
+    """``(g + g^H) / 2``: the Hermitian part (``_sym`` for real ``g``), the gradient for
+    Hermitian perturbations from a gradient ``g`` for them (``Re<g, H> = Re<herm(g), H>`` for
+    every Hermitian ``H``)."""
+    return (g + _mH(g)) * 0.5
+
+
 @RegisterGradient("Eigh")
 def _eigh_grad(op, dw, dv):
-    # A = V diag(w) V^T: G = V (diag(dw) + F o (V^T dV)) V^T with F_ij = 1 / (w_j - w_i),
+    # A = V diag(w) V^H: G = V (diag(dw) + F o (V^H dV)) V^H with F_ij = 1 / (w_j - w_i),
     # i != j (Giles 2008; Seeger et al. 2017, "Auto-differentiating linear algebra"), is a
-    # gradient for symmetric perturbations; the input receives its symmetric part
-    # (G + G^T) / 2 = V (diag(dw) + F o skew(V^T dV)) V^T, as PyTorch's linalg_eig_backward
-    # (hermitian) returns. Repeated eigenvalues make F infinite: the eigenvector gradient is
-    # then inf/NaN.
-    x = op.inputs[0]
-    _real_only("eigh", x)
+    # gradient for symmetric (Hermitian) perturbations; the input receives its Hermitian part
+    # (G + G^H) / 2 = V (diag(dw) + F o skewH(V^H dV)) V^H, as PyTorch's linalg_eig_backward
+    # (hermitian) returns. Complex eigenvectors are defined up to a phase each, v_i e^{i phi}:
+    # F's zero diagonal drops Im diag(V^H dV), the gauge part, which a gauge-invariant loss
+    # leaves zero (PyTorch checks it and raises; here it is ignored). Repeated eigenvalues make
+    # F infinite: the eigenvector gradient is then inf/NaN.
     w, v = op.outputs
-    inner = _diag_embed(dw) + _inverse_gaps(w) * matmul(_mT(v), dv)
-    return _sym(matmul(matmul(v, inner), _mT(v)))
+    inner = _diag_embed(dw) + _inverse_gaps(w) * matmul(_mH(v), dv)
+    return _hermitian(matmul(matmul(v, inner), _mH(v)))
 
 
 @RegisterJVP("Eigh")
 def _eigh_jvp(op, t):
-    # the perturbation formulas (Giles 2008), along the symmetric part S of dA:
-    # dw = diag(V^T S V), dV = V (F o V^T S V) with F_ij = 1 / (w_j - w_i), i != j
-    _real_only("eigh", op.inputs[0])
+    # the perturbation formulas (Giles 2008; JAX's eigh_jvp_rule), along the symmetric
+    # (Hermitian) part S of dA: P = V^H S V, dw = Re diag(P), dV = V (F o P) with
+    # F_ij = 1 / (w_j - w_i), i != j; complex: the gauge (phase) of dV is JAX's, zero diagonal,
+    # so Im diag(V^H dV) = 0
     w, v = op.outputs
-    p = matmul(matmul(_mT(v), _sym(t)), v)
-    return _diagonal(p), matmul(v, _inverse_gaps(w) * p)
+    p = matmul(matmul(_mH(v), _hermitian(t)), v)
+    dw = _diagonal(p)
+    return real(dw) if dw.dtype.kind == "c" else dw, matmul(v, _inverse_gaps(w) * p)
 
 
 def eigh(x, /):
     """Eigen-decomposition of a real symmetric (complex Hermitian) matrix or stack.
 
-    x: ``(..., M, M)`` floating, symmetric; only its lower triangle is read. Result:
-    ``EighResult(eigenvalues, eigenvectors)``: ``(..., M)`` ascending, real dtype, and
-    ``(..., M, M)`` with the eigenvectors as columns (each defined up to sign). Raises
-    ``ValueError`` for a non-square input. Gradient: the symmetric part ``(G + G^T) / 2`` of
-    ``G = V (diag(dw) + F o V^T dV) V^T`` with ``F_ij = 1/(w_j - w_i)`` (Giles 2008, "An
-    extended collection of matrix derivative results"). It is the symmetric gradient, as in
-    PyTorch and JAX: the derivative along symmetric directions. Eigenvalues must be distinct
-    (repeated ones give inf/NaN eigenvector gradients); real dtypes only.
+    x: ``(..., M, M)`` floating, symmetric (Hermitian); only its lower triangle is read.
+    Result: ``EighResult(eigenvalues, eigenvectors)``: ``(..., M)`` ascending, real dtype, and
+    ``(..., M, M)`` with the eigenvectors as columns (each defined up to sign, or up to a
+    phase ``e^{i phi}`` if complex). Raises ``ValueError`` for a non-square input. Gradient:
+    the symmetric (Hermitian) part ``(G + G^H) / 2`` of ``G = V (diag(dw) + F o V^H dV) V^H``
+    with ``F_ij = 1/(w_j - w_i)`` (Giles 2008, "An extended collection of matrix derivative
+    results"; PyTorch's ``linalg_eig_backward``). It is the symmetric gradient, as in PyTorch
+    and JAX: the derivative along symmetric (Hermitian) directions. Complex inputs: TensorFlow's
+    convention (``docs/architecture.md``, "Complex numbers"), for losses invariant under the
+    eigenvectors' phases (the gauge part ``Im diag(V^H dV)`` of the cotangent is ignored); the
+    JVP takes JAX's gauge (``dV = V (F o V^H dA V)``, ``Im diag(V^H dV) = 0``). Eigenvalues must
+    be distinct (repeated ones give inf/NaN eigenvector gradients).
     """
     return EighResult(*_eigh(x))
 
