@@ -37,7 +37,7 @@ COMPLEX_NOT_IMPLEMENTED = {
     name: "these linear-algebra ops' complex derivatives (non-holomorphic, or conjugate "
           "transposes in the formulas of Giles 2008 and the others) are not implemented "
           "(ops/linalg_ext.py); det, inv and solve have theirs"
-    for name in ("Cholesky", "Slogdet", "Eigvalsh", "Svd",
+    for name in ("Cholesky", "Slogdet", "Eigvalsh",
                  "Svdvals", "Qr", "Pinv")}
 
 

@@ -43,7 +43,7 @@ from ._jvp import linear_jvp
 from .conversion import asarray
 from .creation import ones_like, zeros_like
 from .elementwise import abs as _abs
-from .elementwise import astype, conj, holomorphic, real, sign, where
+from .elementwise import astype, conj, holomorphic, imag, real, sign, where
 from .products import _bilinear_jvp, matmul
 from .manipulation import _shape, concat, expand_dims, matrix_transpose, reshape
 from .reductions import _kept_shape, _sum_to
@@ -545,15 +545,23 @@ def _svd(x, *, full_matrices=True):
     return u, s, vh
 
 
+def _safe_reciprocal(s):
+    """``1 / s`` with 0 where ``s`` is 0 (JAX's svd_jvp_rule), differentiable everywhere."""
+    zero = astype(s == 0, s.dtype)
+    return 1.0 / (s + zero) - zero
+
+
 @RegisterGradient("Svd")
 def _svd_grad(op, du, ds, dvh):
     # Townsend 2016, "Differentiating the singular value decomposition", for the reduced
-    # SVD A = U S V^T (k = min(m, n)), F_ij = 1 / (s_j^2 - s_i^2) for i != j:
-    #   dA = U [(F o (U^T dU - dU^T U)) S + diag(ds) + S (F o (V^T dV - dV^T V))] V^T
-    #        + (I - U U^T) dU S^-1 V^T + U S^-1 dV^T (I - V V^T)
-    # Repeated singular values make F infinite; zero ones make the last two terms infinite.
+    # SVD A = U S V^H (k = min(m, n)), F_ij = 1 / (s_j^2 - s_i^2) for i != j:
+    #   dA = U [(F o (U^H dU - dU^H U)) S + diag(ds) + S (F o (V^H dV - dV^H V))] V^H
+    #        + (I - U U^H) dU S^-1 V^H + U S^-1 dV^H (I - V V^H)
+    # Complex (PyTorch's svd_backward): each pair (u_i, v_i) is defined up to a common phase
+    # e^{i phi}; for a loss invariant under it, Im diag(U^H dU) = -Im diag(V^H dV), and the
+    # diagonal of the bracket gains i Im diag(U^H dU) / s. Repeated singular values make F
+    # infinite; zero ones make the last two terms (and the complex diagonal one) infinite.
     x = op.inputs[0]
-    _real_only("svd", x)
     u, s, vh = op.outputs
     m, n = x.shape[-2:]
     k = min(m, n)
@@ -567,46 +575,55 @@ def _svd_grad(op, du, ds, dvh):
                 f"{k} of them")
         u, du = u[..., :, :k], du[..., :, :k]
         vh, dvh = vh[..., :k, :], dvh[..., :k, :]
-    v, dv = _mT(vh), _mT(dvh)
+    v, dv = _mH(vh), _mH(dvh)
     f = _inverse_gaps(s * s)
-    ut_du = matmul(_mT(u), du)
-    vt_dv = matmul(_mT(v), dv)
-    inner = (f * (ut_du - _mT(ut_du)) * expand_dims(s, axis=-2) + _diag_embed(ds)
-             + expand_dims(s, axis=-1) * (f * (vt_dv - _mT(vt_dv))))
+    uh_du = matmul(_mH(u), du)
+    vh_dv = matmul(_mH(v), dv)
+    inner = (f * (uh_du - _mH(uh_du)) * expand_dims(s, axis=-2) + _diag_embed(ds)
+             + expand_dims(s, axis=-1) * (f * (vh_dv - _mH(vh_dv))))
+    if uh_du.dtype.kind == "c":  # the phase term (PyTorch's svd_backward)
+        inner = inner + _diag_embed(imag(_diagonal(uh_du)) * _safe_reciprocal(s)) * 1j
     da = matmul(matmul(u, inner), vh)
     if m > k:
-        da = da + matmul((du - matmul(u, ut_du)) / expand_dims(s, axis=-2), vh)
+        da = da + matmul((du - matmul(u, uh_du)) / expand_dims(s, axis=-2), vh)
     if n > k:
-        da = da + matmul(u, (dvh - matmul(_mT(vt_dv), vh)) / expand_dims(s, axis=-1))
+        da = da + matmul(u, (dvh - matmul(_mH(vh_dv), vh)) / expand_dims(s, axis=-1))
     return da
 
 
 @RegisterJVP("Svd")
 def _svd_jvp(op, t):
-    # reduced SVD A = U S V^T, k = min(m, n) (Townsend 2016; JAX's svd_jvp_rule): with
-    # P = U^T dA V and F_ij = 1 / (s_j^2 - s_i^2) (i != j),
-    #   dS = diag(P),  dU = U (F o (P S + S P^T)) + (I - U U^T) dA V S^-1,
-    #   dV = V (F o (S P + P^T S)) + (I - V V^T) dA^T U S^-1.
-    # With full_matrices and m != n the extra columns are not unique: the transposed VJP.
+    # reduced SVD A = U S V^H, k = min(m, n) (Townsend 2016; JAX's svd_jvp_rule): with
+    # P = U^H dA V and F_ij = 1 / (s_j^2 - s_i^2) (i != j),
+    #   dS = Re diag(P),  dU = U (F o (P S + S P^H) + i Im diag(P) S^-1) + (I - U U^H) dA V S^-1,
+    #   dV = V (F o (S P + P^H S)) + (I - V V^H) dA^H U S^-1.
+    # Complex: the phase term i Im diag(P) / s goes to dU with Im diag(V^H dV) = 0 (JAX's
+    # gauge). With full_matrices and m != n the extra columns are not unique: the transposed
+    # VJP.
     x = op.inputs[0]
-    _real_only("svd", x)
     u, s, vh = op.outputs
     m, n = x.shape[-2:]
     if op.attrs.get("full_matrices", True) and m != n:
         return NotImplemented
-    v = _mT(vh)
-    p = matmul(matmul(_mT(u), t), v)
+    v = _mH(vh)
+    p = matmul(matmul(_mH(u), t), v)
     f = _inverse_gaps(s * s)
     row, col = expand_dims(s, axis=-2), expand_dims(s, axis=-1)  # s_j and s_i at (i, j)
-    du = matmul(u, f * (p * row + _mT(p) * col))
-    dv = matmul(v, f * (p * col + _mT(p) * row))
+    ph = _mH(p)
+    inner_u = f * (p * row + ph * col)
+    dp = _diagonal(p)
+    if dp.dtype.kind == "c":  # the phase term (JAX's svd_jvp_rule)
+        inner_u = inner_u + _diag_embed(imag(dp) * _safe_reciprocal(s)) * 1j
+        dp = real(dp)
+    du = matmul(u, inner_u)
+    dv = matmul(v, f * (p * col + ph * row))
     if m > n:
         tv = matmul(t, v)
-        du = du + (tv - matmul(u, matmul(_mT(u), tv))) / row
+        du = du + (tv - matmul(u, matmul(_mH(u), tv))) / row
     if n > m:
-        tu = matmul(_mT(t), u)
-        dv = dv + (tu - matmul(v, matmul(_mT(v), tu))) / row
-    return du, _diagonal(p), _mT(dv)
+        tu = matmul(_mH(t), u)
+        dv = dv + (tu - matmul(v, matmul(_mH(v), tu))) / row
+    return du, dp, _mH(dv)
 
 
 def svd(x, /, *, full_matrices=True):
@@ -615,12 +632,15 @@ def svd(x, /, *, full_matrices=True):
     x: ``(..., M, N)`` floating. Result: ``SVDResult(U, S, Vh)`` with ``S`` of shape
     ``(..., K)``, ``K = min(M, N)``, descending and real; ``U`` ``(..., M, M)`` and ``Vh``
     ``(..., N, N)`` if ``full_matrices`` else ``(..., M, K)`` and ``(..., K, N)`` (singular
-    vectors defined up to a common sign). Raises ``ValueError`` for a < 2-d input. Gradient:
-    Townsend (2016), "Differentiating the singular value decomposition" (reduced SVD);
-    singular values must be distinct, and nonzero when ``M != N``. With
-    ``full_matrices=True`` and ``M != N`` the extra columns of ``U`` / rows of ``Vh`` are not
-    unique: a nonzero cotangent on them raises ``NotImplementedError`` (use
-    ``full_matrices=False``). Real dtypes only.
+    vectors defined up to a common sign, or for complex ones a common phase ``e^{i phi}`` per
+    pair ``u_i``, ``v_i``). Raises ``ValueError`` for a < 2-d input. Gradient: Townsend
+    (2016), "Differentiating the singular value decomposition" (reduced SVD); singular values
+    must be distinct, and nonzero when ``M != N``. Complex inputs: TensorFlow's convention
+    (``docs/architecture.md``, "Complex numbers"), for losses invariant under the pairs' phases,
+    with PyTorch's phase term ``i Im diag(U^H dU) / S`` (``svd_backward``); the JVP takes JAX's
+    gauge (``svd_jvp_rule``: ``Im diag(V^H dV) = 0``). With ``full_matrices=True`` and
+    ``M != N`` the extra columns of ``U`` / rows of ``Vh`` are not unique: a nonzero cotangent
+    on them raises ``NotImplementedError`` (use ``full_matrices=False``).
     """
     return SVDResult(*_svd(x, full_matrices=full_matrices))
 
