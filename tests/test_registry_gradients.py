@@ -38,7 +38,7 @@ COMPLEX_NOT_IMPLEMENTED = {
           "transposes in the formulas of Giles 2008 and the others) are not implemented "
           "(ops/linalg_ext.py); det, inv and solve have theirs"
     for name in ("Cholesky", "Slogdet", "Eigvalsh",
-                 "Svdvals", "Qr", "Pinv")}
+                 "Svdvals", "Pinv")}
 
 
 def complex_is_not_implemented(op_type, attrs) -> bool:

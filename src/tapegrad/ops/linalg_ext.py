@@ -695,19 +695,23 @@ def _qr_grad_tall(q, r, dq, dr):
     # m >= n (Walter & Lehmann 2018, "Algorithmic differentiation of linear algebra functions
     # with application in optimum experimental design"; Liao et al. 2019, "Differentiable
     # programming tensor networks"):
-    #   M = R dR^T - dQ^T Q,  dA = (dQ + Q copyltu(M)) R^-T,
-    # copyltu(M) the symmetric matrix with M's lower triangle
-    mm = matmul(r, _mT(dr)) - matmul(_mT(dq), q)
+    #   M = R dR^H - dQ^H Q,  dA = (dQ + Q copyltu(M)) R^-H,
+    # copyltu(M) the symmetric (Hermitian) matrix with M's lower triangle; complex: its
+    # diagonal is Re diag(M), the imaginary part being the gauge of R's real diagonal
+    # (PyTorch's linalg_qr_backward, syminvadj)
+    mm = matmul(r, _mH(dr)) - matmul(_mH(dq), q)
     n = mm.shape[-1]
     low = mm * _strict_lower(mm, n)
-    sym = low + _mT(low) + mm * _eye(mm, n)
-    return _mT(_solve(r, _mT(dq + matmul(q, sym))))
+    diag = mm * _eye(mm, n)
+    if diag.dtype.kind == "c":
+        diag = real(diag)
+    sym = low + _mH(low) + diag
+    return _mH(_solve(r, _mH(dq + matmul(q, sym))))
 
 
 @RegisterGradient("Qr")
 def _qr_grad(op, dq, dr):
     x = op.inputs[0]
-    _real_only("qr", x)
     q, r = op.outputs
     m, n = x.shape[-2:]
     if m >= n:
@@ -719,27 +723,30 @@ def _qr_grad(op, dq, dr):
         return _qr_grad_tall(q, r, dq, dr)
     # m < n (Liao et al. 2019, "Differentiable programming tensor networks"):
     # A = [X | Y] with X = Q U square and Y = Q V: dY = Q dV, and X gets the square-case
-    # gradient with dQ + Y dV^T in place of dQ
+    # gradient with dQ + Y dV^H in place of dQ (V = Q^H Y; complex: conjugate transposes)
     y = x[..., :, m:]
     dv = dr[..., :, m:]
-    dx = _qr_grad_tall(q, r[..., :, :m], dq + matmul(y, _mT(dv)), dr[..., :, :m])
+    dx = _qr_grad_tall(q, r[..., :, :m], dq + matmul(y, _mH(dv)), dr[..., :, :m])
     return concat([dx, matmul(q, dv)], axis=-1)
 
 
 def _qr_jvp_tall(q, r, t):
-    # m >= n (Walter & Lehmann 2018; JAX's qr_jvp_rule): with C = Q^T dA R^-1 and
-    # W = tril(C, -1) - tril(C, -1)^T (skew), dQ = Q (W - C) + dA R^-1, dR = (C - W) R
-    t_rinv = _mT(_solve(_mT(r), _mT(t)))  # dA R^-1
-    c = matmul(_mT(q), t_rinv)
+    # m >= n (Walter & Lehmann 2018; JAX's qr_jvp_rule): with C = Q^H dA R^-1 and
+    # W = tril(C, -1) - tril(C, -1)^H (skew-Hermitian), dQ = Q (W - C) + dA R^-1,
+    # dR = (C - W) R; complex: W also gets i Im diag(C), so that R's diagonal stays real as
+    # LAPACK returns it (JAX's "correction necessary for complex inputs")
+    t_rinv = _mH(_solve(_mH(r), _mH(t)))  # dA R^-1
+    c = matmul(_mH(q), t_rinv)
     low = c * _strict_lower(c, c.shape[-1])
-    w = low - _mT(low)
+    w = low - _mH(low)
+    if c.dtype.kind == "c":
+        w = w + _diag_embed(imag(_diagonal(c))) * 1j
     return matmul(q, w - c) + t_rinv, matmul(c - w, r)
 
 
 @RegisterJVP("Qr")
 def _qr_jvp(op, t):
     x = op.inputs[0]
-    _real_only("qr", x)
     q, r = op.outputs
     m, n = x.shape[-2:]
     if m >= n:
@@ -747,9 +754,9 @@ def _qr_jvp(op, t):
             return NotImplemented  # the extra columns of Q are not unique (the gradient raises)
         return _qr_jvp_tall(q, r, t)
     # m < n: A = [X | Y], X = Q U square, Y = Q V (Liao et al. 2019): (dQ, dU) from X, and
-    # dY = dQ V + Q dV gives dV = Q^T (dY - dQ V)
+    # dY = dQ V + Q dV gives dV = Q^H (dY - dQ V)
     dq, du = _qr_jvp_tall(q, r[..., :, :m], t[..., :, :m])
-    dv = matmul(_mT(q), t[..., :, m:] - matmul(dq, r[..., :, m:]))
+    dv = matmul(_mH(q), t[..., :, m:] - matmul(dq, r[..., :, m:]))
     return dq, concat([du, dv], axis=-1)
 
 
@@ -760,10 +767,13 @@ def qr(x, /, *, mode="reduced"):
     ``'reduced'`` (``Q`` ``(..., M, K)``, ``R`` ``(..., K, N)``, ``K = min(M, N)``) or
     ``'complete'`` (``Q`` ``(..., M, M)``, ``R`` ``(..., M, N)``). Result:
     ``QRResult(Q, R)``. Raises ``ValueError`` for a < 2-d input or another mode. Gradient:
-    Walter & Lehmann (2018) / Liao et al. (2019), ``(dQ + Q copyltu(R dR^T - dQ^T Q)) R^-T``
+    Walter & Lehmann (2018) / Liao et al. (2019), ``(dQ + Q copyltu(R dR^H - dQ^H Q)) R^-H``
     for ``M >= N``, and the split ``A = [X | Y]`` of Liao et al. for ``M < N``;
     ``mode='complete'`` with ``M > N`` raises ``NotImplementedError`` (the extra columns of
-    ``Q`` are not unique). Real dtypes only.
+    ``Q`` are not unique). Complex inputs: TensorFlow's convention (``docs/architecture.md``,
+    "Complex numbers"), in the gauge where ``R``'s diagonal is real, as LAPACK returns it: the
+    gradient drops the imaginary part of ``diag(M)`` (PyTorch's ``linalg_qr_backward``), the
+    JVP keeps ``diag(dR)`` real (JAX's ``qr_jvp_rule``).
     """
     if mode not in ("reduced", "complete"):
         raise ValueError(f"linalg.qr: mode must be 'reduced' or 'complete', got {mode!r}")
