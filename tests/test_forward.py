@@ -667,6 +667,19 @@ def _complex_jax_cases():
                         lambda z: jnp().linalg.norm(_matrix_jax(z))),
         "matrix_norm_1": (lambda z: tg.linalg.matrix_norm(_matrix(z), ord=1),
                           lambda z: jnp().linalg.norm(_matrix_jax(z), ord=1)),
+        # the decompositions, through gauge-invariant functions of their vectors (complex
+        # eigenvectors and singular vectors are defined up to phases, Q and R up to signs)
+        "eigh_values": (lambda z: tg.linalg.eigh(_hermitian(z)).eigenvalues,
+                        lambda z: jnp().linalg.eigh(_hermitian_jax(z))[0]),
+        "eigh_vectors": (lambda z: _spectral(*tg.linalg.eigh(_hermitian(z))[::-1], tg.conj),
+                         lambda z: _spectral(*jnp().linalg.eigh(_hermitian_jax(z))[::-1],
+                                             jnp().conj)),
+        "svd_values": (lambda z: tg.linalg.svd(_matrix(z)).S,
+                       lambda z: jnp().linalg.svd(_matrix_jax(z))[1]),
+        "svd_vectors": (lambda z: _spectral(*_svd_vectors(tg.linalg.svd(_matrix(z)))),
+                        lambda z: _spectral(*_svd_vectors(jnp().linalg.svd(_matrix_jax(z))))),
+        "qr": (lambda z: _qr_signs(*tg.linalg.qr(_matrix(z) * 1j), tg),
+               lambda z: _qr_signs(*jnp().linalg.qr(_matrix_jax(z) * 1j), jnp())),
         "fft": (tg.fft.fft, "fft.fft"), "ifft": (tg.fft.ifft, "fft.ifft"),
         "irfft": (tg.fft.irfft, "fft.irfft"),
         "chain": (lambda z: tg.exp(tg.conj(z) * z) / (z + 3.0) + tg.imag(z) * z,
@@ -680,6 +693,34 @@ def _matrix(z):  # a well-conditioned complex 2 x 2 matrix of the case's 4 eleme
 
 def _matrix_jax(z):
     return z.reshape(2, 2) + 2.0 * jnp().eye(2, dtype=z.dtype)
+
+
+def _hermitian(z):  # a Hermitian 2 x 2 matrix with distinct eigenvalues
+    m = _matrix(z)
+    return m + tg.conj(tg.matrix_transpose(m))
+
+
+def _hermitian_jax(z):
+    m = _matrix_jax(z)
+    return m + m.conj().T
+
+
+def _spectral(v, w_or_vh, conj=None):
+    """``V diag(1, 2) V^H`` (``U diag(1, 2) Vh``): invariant under the vectors' phases."""
+    c = np.array([1.0, 2.0])
+    if conj is not None:  # eigh: (eigenvectors, eigenvalues, conj)
+        return (v * c) @ conj(v.T)
+    return (v * c) @ w_or_vh
+
+
+def _svd_vectors(usv):
+    return usv[0], usv[2]
+
+
+def _qr_signs(q, r, xp):
+    """``Q`` and ``R`` with ``R``'s (real) diagonal made positive, flattened together."""
+    d = xp.astype(xp.sign(xp.real(xp.linalg.diagonal(r))), q.dtype)
+    return xp.concat([xp.reshape(q * d, (-1,)), xp.reshape(r * d[:, None], (-1,))])
 
 
 def jnp():

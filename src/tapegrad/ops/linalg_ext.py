@@ -9,8 +9,12 @@ ops, so gradients of any order exist. Conventions shared by the gradients:
   modes: the JVP is the real formula, the gradient uses conjugate transposes (TensorFlow's
   convention, ``docs/architecture.md``, "Complex numbers"); so do ``vector_norm`` and
   ``matrix_norm`` (with ``sign(z) = z / |z|``); ``trace`` and ``diagonal`` are
-  real-coefficient linear maps, exact for complex inputs too. The other ops' gradients and
-  JVPs of a complex input raise ``NotImplementedError`` (forward values are supported).
+  real-coefficient linear maps, exact for complex inputs too. ``eigh``, ``svd`` and ``qr``
+  (not holomorphic) have complex derivatives in both modes, for losses invariant under the
+  phases of complex eigenvectors / singular vectors (JVPs in JAX's gauge, gradients as
+  PyTorch's; ``qr`` in LAPACK's gauge of a real diagonal of ``R``), see their docstrings. The
+  other ops' gradients and JVPs of a complex input raise ``NotImplementedError`` (forward
+  values are supported).
 - ``eigh``, ``eigvalsh`` and ``cholesky`` take a symmetric input and read only its lower
   triangle, as LAPACK's default (``UPLO='L'``) does in NumPy, array-api-strict, CuPy and
   PyTorch (``cholesky(x, upper=True)`` is computed as the transpose of the lower factor, so it
