@@ -1,15 +1,14 @@
 """Forward mode: ForwardAccumulator, RegisterJVP, jvp / jacfwd / hessian / hvp."""
 from __future__ import annotations
 
-import contextlib
 import zlib
 
 import numpy as np
 import pytest
 
 import tapegrad as tg
-from test_registry_gradients import (_SYMMETRIC_INPUT, _cases, _is_builtin, complex_cases,
-                                     complex_order, complex_sample, symmetric_part)
+from test_registry_gradients import (_SIGN_FREE, _SYMMETRIC_INPUT, _cases, _fixed_phases,
+                                     _is_builtin, complex_cases, complex_sample, symmetric_part)
 
 _ZERO = tg.UnconnectedGradients.ZERO
 
@@ -61,18 +60,22 @@ def _real_dot(g, v):
     return float(np.sum(np.real(np.conj(g) * v)))
 
 
-def _check_jvps(op_type, args, attrs, positions, rng, monkeypatch, max_order=2):
-    """The JVP of the op on the sample against central differences (first and, with
-    ``max_order=2``, second order) and against its VJP (``<u, J v> = <J^T u, v>``, complex values
-    as real pairs); the op's own rule must give it, each tangent with its output's shape and
-    dtype."""
+def _check_jvps(op_type, args, attrs, positions, rng, monkeypatch):
+    """The JVP of the op on the sample against central differences (first and second order)
+    and against its VJP (``<u, J v> = <J^T u, v>``, complex values as real pairs); the op's own
+    rule must give it, each tangent with its output's shape and dtype."""
     opdef = tg.registered_ops()[op_type]
 
     def f(*xs):
         full = list(args)
         for p, x in zip(positions, xs):
             full[p] = symmetric_part(x) if op_type in _SYMMETRIC_INPUT else x
-        return _floating(opdef.public(*full, **attrs))
+        out = opdef.public(*full, **attrs)
+        if op_type in _SIGN_FREE and any(y.dtype.kind == "c" for y in out):
+            # complex vectors' phases are not locally constant: check the gauge-invariant
+            # function with them fixed, as the gradient sweep does (real signs are)
+            out = _fixed_phases(out, _SIGN_FREE[op_type])
+        return _floating(out)
 
     # the op's own rule must give its tangents (the fallback only for JVP_FALLBACK ops), each
     # of its output's shape and dtype as the rule returns it
@@ -97,10 +100,7 @@ def _check_jvps(op_type, args, attrs, positions, rng, monkeypatch, max_order=2):
     def jvp_at(points, order):
         ts = [tg.constant(x) for x in points]
         tv = [tg.constant(v.astype(x.dtype)) for v, x in zip(vs, points)]
-        # the outer accumulator (second order) only where that is checked: with max_order=1
-        # the JVP rules' own ops are not differentiated
-        outer = tg.ForwardAccumulator(ts, tv) if max_order == 2 else contextlib.nullcontext()
-        with outer:
+        with tg.ForwardAccumulator(ts, tv) as outer:
             with tg.ForwardAccumulator(ts, tv) as inner:
                 ys = f(*ts)
             first = inner.jvp(ys, unconnected_gradients=_ZERO)
@@ -141,8 +141,6 @@ def _check_jvps(op_type, args, attrs, positions, rng, monkeypatch, max_order=2):
         gs = tape.gradient(ys, ts, output_gradients=us, unconnected_gradients=_ZERO)
         rev = sum(_real_dot(g.numpy(), v) for g, v in zip(gs, vs))
         np.testing.assert_allclose(float(u @ jv), rev, rtol=tol, atol=tol)
-    if max_order == 1:
-        return
     plus2 = [x + eps2 * v for x, v in zip(xs, vs)]
     minus2 = [x - eps2 * v for x, v in zip(xs, vs)]
     numeric2 = (jvp_at(plus2, 1) - jvp_at(minus2, 1)) / (2 * eps2)
@@ -166,8 +164,7 @@ def test_every_primitive_jvp_of_complex_inputs_is_f_prime_t_to_second_order(
     rng = np.random.default_rng([zlib.crc32(op_type.encode()), index, 3])
     sample = complex_sample(op_type, index, mixed, rng)
     if sample is not None:
-        _check_jvps(op_type, *sample, rng, monkeypatch,
-                    max_order=complex_order(op_type, sample[1]))
+        _check_jvps(op_type, *sample, rng, monkeypatch)
 
 
 def _float32_cases():
@@ -692,6 +689,19 @@ def _complex_jax_cases():
                           lambda z: jnp().linalg.norm(_matrix_jax(z), ord=2)),
         "matrix_norm_-2": (lambda z: tg.linalg.matrix_norm(_matrix(z), ord=-2),
                            lambda z: jnp().linalg.norm(_matrix_jax(z), ord=-2)),
+        # the decompositions, through gauge-invariant functions of their vectors (complex
+        # eigenvectors and singular vectors are defined up to phases, Q and R up to signs)
+        "eigh_values": (lambda z: tg.linalg.eigh(_hermitian(z)).eigenvalues,
+                        lambda z: jnp().linalg.eigh(_hermitian_jax(z))[0]),
+        "eigh_vectors": (lambda z: _spectral(*tg.linalg.eigh(_hermitian(z))[::-1], tg.conj),
+                         lambda z: _spectral(*jnp().linalg.eigh(_hermitian_jax(z))[::-1],
+                                             jnp().conj)),
+        "svd_values": (lambda z: tg.linalg.svd(_matrix(z)).S,
+                       lambda z: jnp().linalg.svd(_matrix_jax(z))[1]),
+        "svd_vectors": (lambda z: _spectral(*_svd_vectors(tg.linalg.svd(_matrix(z)))),
+                        lambda z: _spectral(*_svd_vectors(jnp().linalg.svd(_matrix_jax(z))))),
+        "qr": (lambda z: _qr_signs(*tg.linalg.qr(_matrix(z) * 1j), tg),
+               lambda z: _qr_signs(*jnp().linalg.qr(_matrix_jax(z) * 1j), jnp())),
         "fft": (tg.fft.fft, "fft.fft"), "ifft": (tg.fft.ifft, "fft.ifft"),
         "irfft": (tg.fft.irfft, "fft.irfft"),
         "chain": (lambda z: tg.exp(tg.conj(z) * z) / (z + 3.0) + tg.imag(z) * z,
@@ -715,6 +725,25 @@ def _hermitian(z):  # a Hermitian positive-definite 2 x 2 matrix of the case's 4
 def _hermitian_jax(z):
     m = _matrix_jax(z)
     return m @ m.conj().T + jnp().eye(2, dtype=z.dtype)
+    return m + m.conj().T
+
+
+def _spectral(v, w_or_vh, conj=None):
+    """``V diag(1, 2) V^H`` (``U diag(1, 2) Vh``): invariant under the vectors' phases."""
+    c = np.array([1.0, 2.0])
+    if conj is not None:  # eigh: (eigenvectors, eigenvalues, conj)
+        return (v * c) @ conj(v.T)
+    return (v * c) @ w_or_vh
+
+
+def _svd_vectors(usv):
+    return usv[0], usv[2]
+
+
+def _qr_signs(q, r, xp):
+    """``Q`` and ``R`` with ``R``'s (real) diagonal made positive, flattened together."""
+    d = xp.astype(xp.sign(xp.real(xp.linalg.diagonal(r))), q.dtype)
+    return xp.concat([xp.reshape(q * d, (-1,)), xp.reshape(r * d[:, None], (-1,))])
 
 
 def jnp():

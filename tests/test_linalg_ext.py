@@ -543,15 +543,67 @@ def test_complex_forward_values():
     np.testing.assert_array_equal(LA.trace(t).numpy(), np.linalg.trace(a))
 
 
-@pytest.mark.parametrize("f", [
-                               lambda x: LA.qr(x).R,
-                               ])
-def test_complex_gradients_raise(f):
-    a = tg.Variable(_normal(3, 3) + 1j * _normal(3, 3) + 3 * np.eye(3))
-    with tg.GradientTape() as tape:
-        y = f(a)
-    with pytest.raises(NotImplementedError, match=r"linalg\.\w+: gradients for complex inputs"):
-        tape.gradient(y, a)
+# the forward check differences JVPs with the step sqrt(eps): the default 1e-3 leaves a
+# truncation error (about 1e-4, these decompositions' third derivatives along directions of
+# entries up to 2) above its tolerance; 1e-4 does not
+_EPS = 1e-8
+
+
+def _cnormal(*shape):
+    return _normal(*shape) + 1j * _normal(*shape)
+
+
+def _weights(k):  # distinct weights: sum_i c_i v_i v_i^H is invariant under the vectors' phases
+    return tg.constant(np.arange(1.0, k + 1.0) + 0j)
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (2, 4, 4)])
+def test_complex_eigh_of_phase_invariant_functions(shape):
+    # without the sweep's phase fixing: V diag(c) V^H and the eigenvalues are smooth functions
+    # of a Hermitian matrix, whatever phases LAPACK picks; both modes, to second order
+    def f(x):
+        h = (x + tg.conj(tg.matrix_transpose(x))) / 2.0
+        w, v = LA.eigh(h)
+        return w, tg.matmul(v * _weights(shape[-1]), tg.conj(tg.matrix_transpose(v)))
+
+    tg.test.check_gradients(f, [_cnormal(*shape)], order=2, modes=("rev", "fwd"),
+                            eps=_EPS)
+
+
+def test_complex_eigh_jvp_is_in_jaxs_gauge():
+    # JAX's gauge: dV = V (F o V^H dA V), so V^H dV has a zero diagonal (Im diag(V^H dV) = 0)
+    a = _cnormal(4, 4)
+    h, t = tg.constant(a + a.conj().T), _cnormal(4, 4)
+    with tg.ForwardAccumulator(h, tg.constant(t + t.conj().T)) as acc:
+        _, v = LA.eigh(h)
+    vh_dv = v.numpy().conj().T @ acc.jvp(v).numpy()
+    np.testing.assert_allclose(np.diag(vh_dv), 0.0, atol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (4, 3), (3, 5), (2, 3, 2)])
+def test_complex_svd_of_phase_invariant_functions(shape):
+    # U diag(c) Vh (invariant under the pairs' common phases) and S; both modes, second order
+    def f(x):
+        u, s, vh = LA.svd(x, full_matrices=False)
+        return s, tg.matmul(u * _weights(min(shape[-2:])), vh)
+
+    tg.test.check_gradients(f, [_cnormal(*shape)], order=2, modes=("rev", "fwd"),
+                            eps=_EPS)
+
+
+@pytest.mark.parametrize("shape, mode", [((3, 3), "reduced"), ((4, 3), "reduced"),
+                                         ((3, 5), "reduced"), ((2, 4, 2), "reduced"),
+                                         ((2, 4), "complete")])
+def test_complex_qr_in_the_gauge_of_a_real_diagonal(shape, mode):
+    # LAPACK's complex QR has a real diagonal of R: Q and R are then smooth (up to locally
+    # constant signs), and the derivatives, which keep that diagonal real (JAX's qr_jvp_rule,
+    # PyTorch's linalg_qr_backward), are theirs without any phase fixing
+    a = _cnormal(*shape)
+    r = LA.qr(tg.constant(a), mode=mode).R.numpy()
+    if np.any(np.diagonal(r, axis1=-2, axis2=-1).imag != 0):
+        pytest.skip("this backend's QR does not return a real diagonal of R")
+    tg.test.check_gradients(lambda x: LA.qr(x, mode=mode), [a], order=2, modes=("rev", "fwd"),
+                            eps=_EPS)
 
 
 def test_complex_trace_diagonal_gradients_are_linear_maps():

@@ -31,38 +31,6 @@ import tapegrad.examples.distributed_regression  # noqa: F401
 _SYMMETRIC_INPUT = {"Cholesky", "Eigh", "Eigvalsh"}
 
 
-# Op types that compute complex input but whose derivatives for it are not implemented: their
-# gradient and JVP raise NotImplementedError for a complex input (checked below), with the reason.
-COMPLEX_NOT_IMPLEMENTED = {
-    name: "these linear-algebra ops' complex derivatives (non-holomorphic, or conjugate "
-          "transposes in the formulas of Giles 2008 and the others) are not implemented "
-          "(ops/linalg_ext.py); det, inv and solve have theirs"
-    for name in ("Eigh", "Svd", "Qr")}
-
-
-def complex_is_not_implemented(op_type, attrs) -> bool:
-    """Whether the op's derivatives of a complex input raise ``NotImplementedError`` (the
-    types above)."""
-    return op_type in COMPLEX_NOT_IMPLEMENTED
-
-
-def _second_order_through(op_type, attrs):
-    """The op type whose derivatives give this op's second derivatives (its gradient and JVP
-    recompute that op's outputs: eigenvectors, singular vectors), or ``None``."""
-    if op_type == "Eigvalsh":
-        return "Eigh"
-    if op_type == "Svdvals" or (op_type == "MatrixNorm" and attrs.get("ord") in ("nuc", 2, -2)):
-        return "Svd"
-    return None
-
-
-def complex_order(op_type, attrs) -> int:
-    """The order to which the op's complex derivatives are checked: 2, or 1 while the op its
-    second order goes through (``_second_order_through``) is listed in
-    ``COMPLEX_NOT_IMPLEMENTED``."""
-    return 1 if _second_order_through(op_type, attrs) in COMPLEX_NOT_IMPLEMENTED else 2
-
-
 def _is_builtin(opdef) -> bool:
     module = getattr(inspect.unwrap(opdef.forward), "__module__", "") or ""
     return module == "tapegrad" or module.startswith("tapegrad.")
@@ -101,20 +69,53 @@ def complex_cases():
     return cases
 
 
-# Ops whose outputs hold vectors fixed only up to their signs (their complex derivatives are not
-# implemented, so real ones): {op type: {output: the axis along which a vector's entries lie}}.
-# LAPACK and cuSOLVER may pick different signs (eager NumPy against XLA on a GPU), so every sweep
-# sees each vector with its largest entry made positive: the sign is locally constant, so the
-# derivatives are the op's own.
+# Ops whose outputs hold vectors fixed only up to their signs (real) or phases (complex):
+# {op type: {output: the axis along which a vector's entries lie}}. LAPACK and cuSOLVER may pick
+# different signs (eager NumPy against XLA on a GPU), so every sweep sees each real vector with
+# its largest entry made positive: the sign is locally constant, so the derivatives are the op's
+# own. A complex vector's phase is not locally constant (nor chosen alike by the op's derivatives
+# and by LAPACK), so each complex vector is multiplied by conj(p) / |p|, p its entry of largest
+# modulus: the function is then gauge-invariant (as PyTorch requires of losses of complex
+# eigenvectors) and smooth. For Svd and Qr the vectors of the first output (columns of U, Q)
+# pair with the rows of the second (Vh, R): those rows get the inverse phase, so that the
+# factorization is unchanged (Svd's extra rows of Vh with full_matrices get their own).
 _SIGN_FREE = {"Eigh": {1: -2}, "Svd": {0: -2, 2: -1}, "Qr": {0: -2, 1: -1}}
 
 
 def _fixed_signs(y, axis):
-    """``y`` with each vector along ``axis`` multiplied by the sign of its largest entry."""
+    """``y`` with each vector along ``axis`` multiplied by the sign of its largest entry (the
+    conjugate phase ``conj(p) / |p|`` of its entry ``p`` of largest modulus for a complex ``y``)."""
     if 0 in y.shape:
         return y
+    return y * _phase(y, axis)
+
+
+def _phase(y, axis):
+    """``conj(p) / |p|`` (``sign(p)`` for real ``y``) of each vector's entry ``p`` of largest
+    modulus, with the vector's axis kept (length 1)."""
     largest = tg.take_along_axis(y, tg.argmax(tg.abs(y), axis=axis, keepdims=True), axis=axis)
-    return y * tg.sign(largest)
+    if y.dtype.kind != "c":
+        return tg.sign(largest)
+    return tg.conj(largest) / tg.abs(largest)
+
+
+def _fixed_phases(out, sign_free):
+    """The outputs with the vectors of ``sign_free`` fixed: real ones by their signs, each
+    independently; complex ones by their phases, with a second output's rows taking the inverse
+    phases of the first's columns (the pairs of Svd and Qr)."""
+    out = list(out)
+    keys = sorted(sign_free)
+    if len(keys) == 2 and out[keys[0]].dtype.kind == "c" and 0 not in out[keys[0]].shape:
+        a, b = keys  # the columns of out[a] pair with the rows of out[b]
+        phase = _phase(out[a], -2)  # (..., 1, K)
+        out[a] = out[a] * phase
+        k = min(out[a].shape[-1], out[b].shape[-2])
+        paired = out[b][..., :k, :] * tg.conj(tg.matrix_transpose(phase[..., :k]))
+        if out[b].shape[-2] > k:  # unpaired rows (Svd's full Vh of a wide matrix)
+            paired = tg.concat([paired, _fixed_signs(out[b][..., k:, :], -1)], axis=-2)
+        out[b] = paired
+        return out
+    return [_fixed_signs(y, sign_free[k]) if k in sign_free else y for k, y in enumerate(out)]
 
 
 def symmetric_part(x):
@@ -126,7 +127,7 @@ def symmetric_part(x):
 
 def sample_function(op_type, args, attrs, positions):
     """The op of ``op_type`` as a function of the sample's random inputs (the others fixed);
-    vectors fixed up to sign have their largest entries made positive (``_SIGN_FREE``)."""
+    vectors fixed up to sign or phase have them fixed (``_SIGN_FREE``)."""
     op = tg.registered_ops()[op_type].public
     sign_free = _SIGN_FREE.get(op_type, {})
 
@@ -137,8 +138,7 @@ def sample_function(op_type, args, attrs, positions):
         out = op(*full, **attrs)
         if not sign_free:
             return out
-        return type(out)(_fixed_signs(y, sign_free[k]) if k in sign_free else y
-                         for k, y in enumerate(out))
+        return type(out)(_fixed_phases(out, sign_free))
 
     return f
 
@@ -167,38 +167,20 @@ def refuses_complex(op_type, args, attrs, positions):
         f(*[args[p] for p in positions])
 
 
-def complex_not_implemented(op_type, args, attrs, positions):
-    """Assert that the gradient and the JVP of a complex input raise NotImplementedError."""
-    f = sample_function(op_type, args, attrs, positions)
-    xs = [tg.constant(args[p]) for p in positions]
-    with tg.GradientTape() as tape:
-        tape.watch(xs)
-        ys = [y for y in _as_list(f(*xs)) if y.dtype.kind in "fc"]
-    with pytest.raises(NotImplementedError, match="complex"):
-        tape.gradient(ys, xs)
-    with pytest.raises(NotImplementedError, match="complex"):
-        with tg.ForwardAccumulator(xs, xs):
-            f(*xs)
-
-
 def _as_list(ys):
     return list(ys) if isinstance(ys, (tuple, list)) else [ys]
 
 
 def complex_sample(op_type, index, mixed, rng):
     """``(args, attrs, positions)`` of the complex sample to check, or ``None`` after asserting
-    that the op type refuses complex input (``real_only``) or that its complex derivatives
-    raise ``NotImplementedError``."""
+    that the op type refuses complex input (``real_only``)."""
     opdef = tg.registered_ops()[op_type]
     args, attrs, positions = opdef.samples[index].materialize(rng, np.complex128,
                                                                first_only=mixed)
     if opdef.real_only:
         refuses_complex(op_type, args, attrs, positions)
-    elif complex_is_not_implemented(op_type, attrs):
-        complex_not_implemented(op_type, args, attrs, positions)
-    else:
-        return args, attrs, positions
-    return None
+        return None
+    return args, attrs, positions
 
 
 @pytest.mark.parametrize("op_type, index, mixed", complex_cases())
@@ -208,7 +190,7 @@ def test_complex_gradient_first_and_second_order(op_type, index, mixed):
     if sample is not None:
         args, attrs, positions = sample
         tg.test.check_gradients(sample_function(op_type, args, attrs, positions),
-                                [args[p] for p in positions], order=complex_order(op_type, attrs))
+                                [args[p] for p in positions], order=2)
 
 
 @pytest.mark.parametrize("op_type, index", _cases())

@@ -12,9 +12,10 @@ ops, so gradients of any order exist. Conventions shared by the gradients:
   real-coefficient linear maps, exact for complex inputs too. ``slogdet`` (whose complex sign
   moves), ``cholesky``, ``eigvalsh``, ``svdvals``, ``pinv`` and ``matrix_norm``'s SVD-based
   ords are not holomorphic: their JVPs are the real-linear derivatives, their gradients the
-  adjoints under ``Re<., .>``, each rule citing its source. ``eigh``'s, ``svd``'s and
-  ``qr``'s gradients and JVPs of a complex input raise ``NotImplementedError`` (forward values
-  are supported).
+  adjoints under ``Re<., .>``, each rule citing its source. ``eigh``, ``svd`` and ``qr`` (not
+  holomorphic either) have complex derivatives in both modes, for losses invariant under the
+  phases of complex eigenvectors / singular vectors (JVPs in JAX's gauge, gradients as
+  PyTorch's; ``qr`` in LAPACK's gauge of a real diagonal of ``R``), see their docstrings.
 - ``eigh``, ``eigvalsh`` and ``cholesky`` take a symmetric (complex: Hermitian) input and
   read only its lower triangle, as LAPACK's default (``UPLO='L'``) does in NumPy,
   array-api-strict, CuPy and PyTorch (``cholesky(x, upper=True)`` is computed as the
@@ -48,7 +49,7 @@ from ._jvp import linear_jvp
 from .conversion import asarray
 from .creation import ones_like, zeros_like
 from .elementwise import abs as _abs
-from .elementwise import astype, conj, holomorphic, real, sign, where
+from .elementwise import astype, conj, holomorphic, imag, real, sign, where
 from .products import _bilinear_jvp, matmul
 from .manipulation import _shape, concat, expand_dims, matrix_transpose, reshape
 from .reductions import _kept_shape, _sum_to
@@ -127,15 +128,6 @@ def _failed(name, x, e, hint):
 
 _SINGULAR = ("the matrix (or one matrix of the stack) is singular; use linalg.pinv for a "
              "pseudo-inverse or regularise the matrix (e.g. add eps * I)")
-
-
-def _real_only(name, *ts):
-    for t in ts:
-        if isinstance(t, Tensor) and t.dtype.kind == "c":  # tapegrad dtypes are NumPy's
-            raise NotImplementedError(
-                f"linalg.{name}: gradients for complex inputs are not implemented yet (the "
-                f"forward value is supported); differentiate a real formulation instead, e.g. "
-                "the real block matrix [[Re, -Im], [Im, Re]]")
 
 
 def _const(like, make):
@@ -475,40 +467,46 @@ def _eigh(x):
 
 @RegisterGradient("Eigh")
 def _eigh_grad(op, dw, dv):
-    # A = V diag(w) V^T: G = V (diag(dw) + F o (V^T dV)) V^T with F_ij = 1 / (w_j - w_i),
+    # A = V diag(w) V^H: G = V (diag(dw) + F o (V^H dV)) V^H with F_ij = 1 / (w_j - w_i),
     # i != j (Giles 2008; Seeger et al. 2017, "Auto-differentiating linear algebra"), is a
-    # gradient for symmetric perturbations; the input receives its symmetric part
-    # (G + G^T) / 2 = V (diag(dw) + F o skew(V^T dV)) V^T, as PyTorch's linalg_eig_backward
-    # (hermitian) returns. Repeated eigenvalues make F infinite: the eigenvector gradient is
-    # then inf/NaN.
-    x = op.inputs[0]
-    _real_only("eigh", x)
+    # gradient for symmetric (Hermitian) perturbations; the input receives its Hermitian part
+    # (G + G^H) / 2 = V (diag(dw) + F o skewH(V^H dV)) V^H, as PyTorch's linalg_eig_backward
+    # (hermitian) returns. Complex eigenvectors are defined up to a phase each, v_i e^{i phi}:
+    # F's zero diagonal drops Im diag(V^H dV), the gauge part, which a gauge-invariant loss
+    # leaves zero (PyTorch checks it and raises; here it is ignored). Repeated eigenvalues make
+    # F infinite: the eigenvector gradient is then inf/NaN.
     w, v = op.outputs
-    inner = _diag_embed(dw) + _inverse_gaps(w) * matmul(_mT(v), dv)
-    return _sym(matmul(matmul(v, inner), _mT(v)))
+    inner = _diag_embed(dw) + _inverse_gaps(w) * matmul(_mH(v), dv)
+    return _sym(matmul(matmul(v, inner), _mH(v)))
 
 
 @RegisterJVP("Eigh")
 def _eigh_jvp(op, t):
-    # the perturbation formulas (Giles 2008), along the symmetric part S of dA:
-    # dw = diag(V^T S V), dV = V (F o V^T S V) with F_ij = 1 / (w_j - w_i), i != j
-    _real_only("eigh", op.inputs[0])
+    # the perturbation formulas (Giles 2008; JAX's eigh_jvp_rule), along the symmetric
+    # (Hermitian) part S of dA: P = V^H S V, dw = Re diag(P), dV = V (F o P) with
+    # F_ij = 1 / (w_j - w_i), i != j; complex: the gauge (phase) of dV is JAX's, zero diagonal,
+    # so Im diag(V^H dV) = 0
     w, v = op.outputs
-    p = matmul(matmul(_mT(v), _sym(t)), v)
-    return _diagonal(p), matmul(v, _inverse_gaps(w) * p)
+    p = matmul(matmul(_mH(v), _sym(t)), v)
+    dw = _diagonal(p)
+    return real(dw) if dw.dtype.kind == "c" else dw, matmul(v, _inverse_gaps(w) * p)
 
 
 def eigh(x, /):
     """Eigen-decomposition of a real symmetric (complex Hermitian) matrix or stack.
 
-    x: ``(..., M, M)`` floating, symmetric; only its lower triangle is read. Result:
-    ``EighResult(eigenvalues, eigenvectors)``: ``(..., M)`` ascending, real dtype, and
-    ``(..., M, M)`` with the eigenvectors as columns (each defined up to sign). Raises
-    ``ValueError`` for a non-square input. Gradient: the symmetric part ``(G + G^T) / 2`` of
-    ``G = V (diag(dw) + F o V^T dV) V^T`` with ``F_ij = 1/(w_j - w_i)`` (Giles 2008, "An
-    extended collection of matrix derivative results"). It is the symmetric gradient, as in
-    PyTorch and JAX: the derivative along symmetric directions. Eigenvalues must be distinct
-    (repeated ones give inf/NaN eigenvector gradients); real dtypes only.
+    x: ``(..., M, M)`` floating, symmetric (Hermitian); only its lower triangle is read.
+    Result: ``EighResult(eigenvalues, eigenvectors)``: ``(..., M)`` ascending, real dtype, and
+    ``(..., M, M)`` with the eigenvectors as columns (each defined up to sign, or up to a
+    phase ``e^{i phi}`` if complex). Raises ``ValueError`` for a non-square input. Gradient:
+    the symmetric (Hermitian) part ``(G + G^H) / 2`` of ``G = V (diag(dw) + F o V^H dV) V^H``
+    with ``F_ij = 1/(w_j - w_i)`` (Giles 2008, "An extended collection of matrix derivative
+    results"; PyTorch's ``linalg_eig_backward``). It is the symmetric gradient, as in PyTorch
+    and JAX: the derivative along symmetric (Hermitian) directions. Complex inputs: TensorFlow's
+    convention (``docs/architecture.md``, "Complex numbers"), for losses invariant under the
+    eigenvectors' phases (the gauge part ``Im diag(V^H dV)`` of the cotangent is ignored); the
+    JVP takes JAX's gauge (``dV = V (F o V^H dA V)``, ``Im diag(V^H dV) = 0``). Eigenvalues must
+    be distinct (repeated ones give inf/NaN eigenvector gradients).
     """
     return EighResult(*_eigh(x))
 
@@ -565,15 +563,23 @@ def _svd(x, *, full_matrices=True):
     return u, s, vh
 
 
+def _safe_reciprocal(s):
+    """``1 / s`` with 0 where ``s`` is 0 (JAX's svd_jvp_rule), differentiable everywhere."""
+    zero = astype(s == 0, s.dtype)
+    return 1.0 / (s + zero) - zero
+
+
 @RegisterGradient("Svd")
 def _svd_grad(op, du, ds, dvh):
     # Townsend 2016, "Differentiating the singular value decomposition", for the reduced
-    # SVD A = U S V^T (k = min(m, n)), F_ij = 1 / (s_j^2 - s_i^2) for i != j:
-    #   dA = U [(F o (U^T dU - dU^T U)) S + diag(ds) + S (F o (V^T dV - dV^T V))] V^T
-    #        + (I - U U^T) dU S^-1 V^T + U S^-1 dV^T (I - V V^T)
-    # Repeated singular values make F infinite; zero ones make the last two terms infinite.
+    # SVD A = U S V^H (k = min(m, n)), F_ij = 1 / (s_j^2 - s_i^2) for i != j:
+    #   dA = U [(F o (U^H dU - dU^H U)) S + diag(ds) + S (F o (V^H dV - dV^H V))] V^H
+    #        + (I - U U^H) dU S^-1 V^H + U S^-1 dV^H (I - V V^H)
+    # Complex (PyTorch's svd_backward): each pair (u_i, v_i) is defined up to a common phase
+    # e^{i phi}; for a loss invariant under it, Im diag(U^H dU) = -Im diag(V^H dV), and the
+    # diagonal of the bracket gains i Im diag(U^H dU) / s. Repeated singular values make F
+    # infinite; zero ones make the last two terms (and the complex diagonal one) infinite.
     x = op.inputs[0]
-    _real_only("svd", x)
     u, s, vh = op.outputs
     m, n = x.shape[-2:]
     k = min(m, n)
@@ -587,46 +593,55 @@ def _svd_grad(op, du, ds, dvh):
                 f"{k} of them")
         u, du = u[..., :, :k], du[..., :, :k]
         vh, dvh = vh[..., :k, :], dvh[..., :k, :]
-    v, dv = _mT(vh), _mT(dvh)
+    v, dv = _mH(vh), _mH(dvh)
     f = _inverse_gaps(s * s)
-    ut_du = matmul(_mT(u), du)
-    vt_dv = matmul(_mT(v), dv)
-    inner = (f * (ut_du - _mT(ut_du)) * expand_dims(s, axis=-2) + _diag_embed(ds)
-             + expand_dims(s, axis=-1) * (f * (vt_dv - _mT(vt_dv))))
+    uh_du = matmul(_mH(u), du)
+    vh_dv = matmul(_mH(v), dv)
+    inner = (f * (uh_du - _mH(uh_du)) * expand_dims(s, axis=-2) + _diag_embed(ds)
+             + expand_dims(s, axis=-1) * (f * (vh_dv - _mH(vh_dv))))
+    if uh_du.dtype.kind == "c":  # the phase term (PyTorch's svd_backward)
+        inner = inner + _diag_embed(imag(_diagonal(uh_du)) * _safe_reciprocal(s)) * 1j
     da = matmul(matmul(u, inner), vh)
     if m > k:
-        da = da + matmul((du - matmul(u, ut_du)) / expand_dims(s, axis=-2), vh)
+        da = da + matmul((du - matmul(u, uh_du)) / expand_dims(s, axis=-2), vh)
     if n > k:
-        da = da + matmul(u, (dvh - matmul(_mT(vt_dv), vh)) / expand_dims(s, axis=-1))
+        da = da + matmul(u, (dvh - matmul(_mH(vh_dv), vh)) / expand_dims(s, axis=-1))
     return da
 
 
 @RegisterJVP("Svd")
 def _svd_jvp(op, t):
-    # reduced SVD A = U S V^T, k = min(m, n) (Townsend 2016; JAX's svd_jvp_rule): with
-    # P = U^T dA V and F_ij = 1 / (s_j^2 - s_i^2) (i != j),
-    #   dS = diag(P),  dU = U (F o (P S + S P^T)) + (I - U U^T) dA V S^-1,
-    #   dV = V (F o (S P + P^T S)) + (I - V V^T) dA^T U S^-1.
-    # With full_matrices and m != n the extra columns are not unique: the transposed VJP.
+    # reduced SVD A = U S V^H, k = min(m, n) (Townsend 2016; JAX's svd_jvp_rule): with
+    # P = U^H dA V and F_ij = 1 / (s_j^2 - s_i^2) (i != j),
+    #   dS = Re diag(P),  dU = U (F o (P S + S P^H) + i Im diag(P) S^-1) + (I - U U^H) dA V S^-1,
+    #   dV = V (F o (S P + P^H S)) + (I - V V^H) dA^H U S^-1.
+    # Complex: the phase term i Im diag(P) / s goes to dU with Im diag(V^H dV) = 0 (JAX's
+    # gauge). With full_matrices and m != n the extra columns are not unique: the transposed
+    # VJP.
     x = op.inputs[0]
-    _real_only("svd", x)
     u, s, vh = op.outputs
     m, n = x.shape[-2:]
     if op.attrs.get("full_matrices", True) and m != n:
         return NotImplemented
-    v = _mT(vh)
-    p = matmul(matmul(_mT(u), t), v)
+    v = _mH(vh)
+    p = matmul(matmul(_mH(u), t), v)
     f = _inverse_gaps(s * s)
     row, col = expand_dims(s, axis=-2), expand_dims(s, axis=-1)  # s_j and s_i at (i, j)
-    du = matmul(u, f * (p * row + _mT(p) * col))
-    dv = matmul(v, f * (p * col + _mT(p) * row))
+    ph = _mH(p)
+    inner_u = f * (p * row + ph * col)
+    dp = _diagonal(p)
+    if dp.dtype.kind == "c":  # the phase term (JAX's svd_jvp_rule)
+        inner_u = inner_u + _diag_embed(imag(dp) * _safe_reciprocal(s)) * 1j
+        dp = real(dp)
+    du = matmul(u, inner_u)
+    dv = matmul(v, f * (p * col + ph * row))
     if m > n:
         tv = matmul(t, v)
-        du = du + (tv - matmul(u, matmul(_mT(u), tv))) / row
+        du = du + (tv - matmul(u, matmul(_mH(u), tv))) / row
     if n > m:
-        tu = matmul(_mT(t), u)
-        dv = dv + (tu - matmul(v, matmul(_mT(v), tu))) / row
-    return du, _diagonal(p), _mT(dv)
+        tu = matmul(_mH(t), u)
+        dv = dv + (tu - matmul(v, matmul(_mH(v), tu))) / row
+    return du, dp, _mH(dv)
 
 
 def svd(x, /, *, full_matrices=True):
@@ -635,12 +650,15 @@ def svd(x, /, *, full_matrices=True):
     x: ``(..., M, N)`` floating. Result: ``SVDResult(U, S, Vh)`` with ``S`` of shape
     ``(..., K)``, ``K = min(M, N)``, descending and real; ``U`` ``(..., M, M)`` and ``Vh``
     ``(..., N, N)`` if ``full_matrices`` else ``(..., M, K)`` and ``(..., K, N)`` (singular
-    vectors defined up to a common sign). Raises ``ValueError`` for a < 2-d input. Gradient:
-    Townsend (2016), "Differentiating the singular value decomposition" (reduced SVD);
-    singular values must be distinct, and nonzero when ``M != N``. With
-    ``full_matrices=True`` and ``M != N`` the extra columns of ``U`` / rows of ``Vh`` are not
-    unique: a nonzero cotangent on them raises ``NotImplementedError`` (use
-    ``full_matrices=False``). Real dtypes only.
+    vectors defined up to a common sign, or for complex ones a common phase ``e^{i phi}`` per
+    pair ``u_i``, ``v_i``). Raises ``ValueError`` for a < 2-d input. Gradient: Townsend
+    (2016), "Differentiating the singular value decomposition" (reduced SVD); singular values
+    must be distinct, and nonzero when ``M != N``. Complex inputs: TensorFlow's convention
+    (``docs/architecture.md``, "Complex numbers"), for losses invariant under the pairs' phases,
+    with PyTorch's phase term ``i Im diag(U^H dU) / S`` (``svd_backward``); the JVP takes JAX's
+    gauge (``svd_jvp_rule``: ``Im diag(V^H dV) = 0``). With ``full_matrices=True`` and
+    ``M != N`` the extra columns of ``U`` / rows of ``Vh`` are not unique: a nonzero cotangent
+    on them raises ``NotImplementedError`` (use ``full_matrices=False``).
     """
     return SVDResult(*_svd(x, full_matrices=full_matrices))
 
@@ -699,19 +717,23 @@ def _qr_grad_tall(q, r, dq, dr):
     # m >= n (Walter & Lehmann 2018, "Algorithmic differentiation of linear algebra functions
     # with application in optimum experimental design"; Liao et al. 2019, "Differentiable
     # programming tensor networks"):
-    #   M = R dR^T - dQ^T Q,  dA = (dQ + Q copyltu(M)) R^-T,
-    # copyltu(M) the symmetric matrix with M's lower triangle
-    mm = matmul(r, _mT(dr)) - matmul(_mT(dq), q)
+    #   M = R dR^H - dQ^H Q,  dA = (dQ + Q copyltu(M)) R^-H,
+    # copyltu(M) the symmetric (Hermitian) matrix with M's lower triangle; complex: its
+    # diagonal is Re diag(M), the imaginary part being the gauge of R's real diagonal
+    # (PyTorch's linalg_qr_backward, syminvadj)
+    mm = matmul(r, _mH(dr)) - matmul(_mH(dq), q)
     n = mm.shape[-1]
     low = mm * _strict_lower(mm, n)
-    sym = low + _mT(low) + mm * _eye(mm, n)
-    return _mT(_solve(r, _mT(dq + matmul(q, sym))))
+    diag = mm * _eye(mm, n)
+    if diag.dtype.kind == "c":
+        diag = real(diag)
+    sym = low + _mH(low) + diag
+    return _mH(_solve(r, _mH(dq + matmul(q, sym))))
 
 
 @RegisterGradient("Qr")
 def _qr_grad(op, dq, dr):
     x = op.inputs[0]
-    _real_only("qr", x)
     q, r = op.outputs
     m, n = x.shape[-2:]
     if m >= n:
@@ -723,27 +745,30 @@ def _qr_grad(op, dq, dr):
         return _qr_grad_tall(q, r, dq, dr)
     # m < n (Liao et al. 2019, "Differentiable programming tensor networks"):
     # A = [X | Y] with X = Q U square and Y = Q V: dY = Q dV, and X gets the square-case
-    # gradient with dQ + Y dV^T in place of dQ
+    # gradient with dQ + Y dV^H in place of dQ (V = Q^H Y; complex: conjugate transposes)
     y = x[..., :, m:]
     dv = dr[..., :, m:]
-    dx = _qr_grad_tall(q, r[..., :, :m], dq + matmul(y, _mT(dv)), dr[..., :, :m])
+    dx = _qr_grad_tall(q, r[..., :, :m], dq + matmul(y, _mH(dv)), dr[..., :, :m])
     return concat([dx, matmul(q, dv)], axis=-1)
 
 
 def _qr_jvp_tall(q, r, t):
-    # m >= n (Walter & Lehmann 2018; JAX's qr_jvp_rule): with C = Q^T dA R^-1 and
-    # W = tril(C, -1) - tril(C, -1)^T (skew), dQ = Q (W - C) + dA R^-1, dR = (C - W) R
-    t_rinv = _mT(_solve(_mT(r), _mT(t)))  # dA R^-1
-    c = matmul(_mT(q), t_rinv)
+    # m >= n (Walter & Lehmann 2018; JAX's qr_jvp_rule): with C = Q^H dA R^-1 and
+    # W = tril(C, -1) - tril(C, -1)^H (skew-Hermitian), dQ = Q (W - C) + dA R^-1,
+    # dR = (C - W) R; complex: W also gets i Im diag(C), so that R's diagonal stays real as
+    # LAPACK returns it (JAX's "correction necessary for complex inputs")
+    t_rinv = _mH(_solve(_mH(r), _mH(t)))  # dA R^-1
+    c = matmul(_mH(q), t_rinv)
     low = c * _strict_lower(c, c.shape[-1])
-    w = low - _mT(low)
+    w = low - _mH(low)
+    if c.dtype.kind == "c":
+        w = w + _diag_embed(imag(_diagonal(c))) * 1j
     return matmul(q, w - c) + t_rinv, matmul(c - w, r)
 
 
 @RegisterJVP("Qr")
 def _qr_jvp(op, t):
     x = op.inputs[0]
-    _real_only("qr", x)
     q, r = op.outputs
     m, n = x.shape[-2:]
     if m >= n:
@@ -751,9 +776,9 @@ def _qr_jvp(op, t):
             return NotImplemented  # the extra columns of Q are not unique (the gradient raises)
         return _qr_jvp_tall(q, r, t)
     # m < n: A = [X | Y], X = Q U square, Y = Q V (Liao et al. 2019): (dQ, dU) from X, and
-    # dY = dQ V + Q dV gives dV = Q^T (dY - dQ V)
+    # dY = dQ V + Q dV gives dV = Q^H (dY - dQ V)
     dq, du = _qr_jvp_tall(q, r[..., :, :m], t[..., :, :m])
-    dv = matmul(_mT(q), t[..., :, m:] - matmul(dq, r[..., :, m:]))
+    dv = matmul(_mH(q), t[..., :, m:] - matmul(dq, r[..., :, m:]))
     return dq, concat([du, dv], axis=-1)
 
 
@@ -764,10 +789,13 @@ def qr(x, /, *, mode="reduced"):
     ``'reduced'`` (``Q`` ``(..., M, K)``, ``R`` ``(..., K, N)``, ``K = min(M, N)``) or
     ``'complete'`` (``Q`` ``(..., M, M)``, ``R`` ``(..., M, N)``). Result:
     ``QRResult(Q, R)``. Raises ``ValueError`` for a < 2-d input or another mode. Gradient:
-    Walter & Lehmann (2018) / Liao et al. (2019), ``(dQ + Q copyltu(R dR^T - dQ^T Q)) R^-T``
+    Walter & Lehmann (2018) / Liao et al. (2019), ``(dQ + Q copyltu(R dR^H - dQ^H Q)) R^-H``
     for ``M >= N``, and the split ``A = [X | Y]`` of Liao et al. for ``M < N``;
     ``mode='complete'`` with ``M > N`` raises ``NotImplementedError`` (the extra columns of
-    ``Q`` are not unique). Real dtypes only.
+    ``Q`` are not unique). Complex inputs: TensorFlow's convention (``docs/architecture.md``,
+    "Complex numbers"), in the gauge where ``R``'s diagonal is real, as LAPACK returns it: the
+    gradient drops the imaginary part of ``diag(M)`` (PyTorch's ``linalg_qr_backward``), the
+    JVP keeps ``diag(dR)`` real (JAX's ``qr_jvp_rule``).
     """
     if mode not in ("reduced", "complete"):
         raise ValueError(f"linalg.qr: mode must be 'reduced' or 'complete', got {mode!r}")
