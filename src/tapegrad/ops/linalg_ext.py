@@ -68,6 +68,8 @@ def _mH(x):
 
 def _conj(x):
     return conj(x) if x.dtype.kind == "c" else x
+
+
 _INF = math.inf
 
 
