@@ -65,8 +65,8 @@ def provide(**fns) -> None:
         setattr(ops, name, fn)
 
 
-_EXTENSION_POINTS = ("raw_access", "gradient_call", "jacobian", "batch_jacobian", "host_callback", "explain",
-                     "to_dot", "register_hook", "conversion", "to_host", "vectorize")
+_EXTENSION_POINTS = ("raw_access", "gradient_call", "jacobian", "batch_jacobian", "host_callback",
+                     "explain", "to_dot", "register_hook", "conversion", "to_host", "vectorize")
 
 
 class ExtensionPoints:
