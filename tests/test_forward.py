@@ -7,15 +7,10 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from test_registry_gradients import (_SIGN_FREE, _SYMMETRIC_INPUT, _cases, _fixed_phases,
-                                     _is_builtin, complex_cases, complex_sample, symmetric_part)
+from test_registry_gradients import (_cases, _is_builtin, complex_cases, complex_sample,
+                                     floating_outputs)
 
 _ZERO = tg.UnconnectedGradients.ZERO
-
-
-def _floating(ys):
-    ys = list(ys) if isinstance(ys, (tuple, list)) else [ys]
-    return [y for y in ys if y.dtype.kind in "fc"]
 
 
 def _flat(ts):
@@ -65,17 +60,7 @@ def _check_jvps(op_type, args, attrs, positions, rng, monkeypatch):
     and against its VJP (``<u, J v> = <J^T u, v>``, complex values as real pairs); the op's own
     rule must give it, each tangent with its output's shape and dtype."""
     opdef = tg.registered_ops()[op_type]
-
-    def f(*xs):
-        full = list(args)
-        for p, x in zip(positions, xs):
-            full[p] = symmetric_part(x) if op_type in _SYMMETRIC_INPUT else x
-        out = opdef.public(*full, **attrs)
-        if op_type in _SIGN_FREE and any(y.dtype.kind == "c" for y in out):
-            # complex vectors' phases are not locally constant: check the gauge-invariant
-            # function with them fixed, as the gradient sweep does (real signs are)
-            out = _fixed_phases(out, _SIGN_FREE[op_type])
-        return _floating(out)
+    f = floating_outputs(op_type, args, attrs, positions)  # the gradient sweep's function
 
     # the op's own rule must give its tangents (the fallback only for JVP_FALLBACK ops), each
     # of its output's shape and dtype as the rule returns it
@@ -191,18 +176,16 @@ def test_float32_gradients_and_jvps_keep_their_dtypes_and_shapes(op_type, index,
 
         monkeypatch.setattr(opdef, "jvp", spy)
 
+    f = floating_outputs(op_type, args, attrs, positions)  # the gradient sweep's function
+
     def run(dtype):
-        full = list(args)
         xs = [tg.constant(np.asarray(args[p]).astype(dtype)) for p in positions]
         vs = [tg.constant(_direction(args[p], np.random.default_rng(k)).astype(dtype))
               for k, p in enumerate(positions)]
         with tg.GradientTape() as tape:
             tape.watch(xs)
             with tg.ForwardAccumulator(xs, vs) as acc:
-                for p, x in zip(positions, xs):
-                    full[p] = ((x + tg.matrix_transpose(x)) / 2.0 if op_type in _SYMMETRIC_INPUT
-                               else x)
-                ys = _floating(opdef.public(*full, **attrs))
+                ys = f(*xs)
         jvps = acc.jvp(ys, unconnected_gradients=_ZERO)
         us = [tg.ones_like(y) for y in ys]
         gs = (tape.gradient(ys, xs, output_gradients=us, unconnected_gradients=_ZERO) if ys

@@ -204,13 +204,7 @@ def test_gradient_first_and_second_order(op_type, index):
     sample = opdef.samples[index]
     rng = np.random.default_rng([zlib.crc32(op_type.encode()), index])  # fixed per case
     args, attrs, float_positions = sample.materialize(rng)
-    op = opdef.public
-
-    def f(*xs):
-        full = list(args)
-        for p, x in zip(float_positions, xs):
-            full[p] = (x + tg.matrix_transpose(x)) / 2.0 if op_type in _SYMMETRIC_INPUT else x
-        return op(*full, **attrs)
+    f = sample_function(op_type, args, attrs, float_positions)
 
     # only the sample's random float inputs vary; its other arguments are constants
     tg.test.check_gradients(f, [args[p] for p in float_positions], order=2)

@@ -328,11 +328,6 @@ def _dtype_name(dtype) -> str:
         return str(dtype).rsplit(".", 1)[-1].strip("'>")  # another library's dtype object
 
 
-_default = np
-if os.environ.get("TAPEGRAD_ARRAY_BACKEND"):
-    set_default_namespace(os.environ["TAPEGRAD_ARRAY_BACKEND"])
-
-
 def check_numeric(value, where):
     """``value`` if it holds numbers (booleans, integers, floating, complex); raises
     ``TypeError`` for string and object data, naming ``where`` (``"constant"``, ``"Variable"``)."""
@@ -360,3 +355,9 @@ def float_default(value, dtype, default_float):
     if dtype is not None or default_float is None or hasattr(value, "dtype"):
         return dtype
     return default_float if np.asarray(value).dtype.kind == "f" else None
+
+
+_default = np
+if os.environ.get("TAPEGRAD_ARRAY_BACKEND"):
+    set_default_namespace(os.environ["TAPEGRAD_ARRAY_BACKEND"])
+

@@ -40,12 +40,12 @@ from ._pytree import show, tree_flatten, tree_unflatten
 from ._registry import CallDef
 from ._tape import GradientTape, UnconnectedGradients
 from ._tensor import Tensor
-from .ops.creation import convert_to_tensor
-from ._variables import Variable, visible_variables
 from ._tensor import _ids as _tensor_ids
+from ._variables import Variable, visible_variables
 from .errors import describe_fn
 from .forward import ForwardAccumulator
-from .ops import astype, concat, expand_dims, logical_and, stack, zeros, zeros_like
+from .ops import (astype, concat, convert_to_tensor, expand_dims, logical_and, stack, zeros,
+                  zeros_like)
 from .ops import where as _where
 
 __all__ = ["cond", "switch_case", "while_loop", "scan", "map_fn", "foldl", "foldr"]

@@ -267,24 +267,27 @@ def constant(value, dtype=None, *, default_float=None) -> Tensor:
         if dtype is None or value.dtype == dtype:
             return Tensor(value._value)  # tensors never change: no copy needed
         value = value._value
-    return Tensor(_backend.asarray(_backend.check_numeric(value, "constant"),
-                                   dtype=_backend.float_default(value, dtype, default_float), copy=True))
+    dtype = _backend.float_default(value, dtype, default_float)
+    return Tensor(_backend.asarray(_backend.check_numeric(value, "constant"), dtype=dtype,
+                                   copy=True))
 
 
 def convert_to_tensor(value, dtype=None, *, default_float=None) -> Tensor:
-    """Return ``value`` unchanged if it is a Tensor (or Variable) of ``dtype``, else :func:`constant`.
+    """Return ``value`` unchanged if it is a Tensor (or Variable) of ``dtype``, else
+    :func:`constant`.
 
     Raises ``TypeError`` if ``value`` is a Tensor of a different dtype (cast with ``astype``).
     """
     if isinstance(value, Tensor):
         if dtype is not None and value.dtype != dtype:
             raise TypeError(
-                f"convert_to_tensor: the tensor has dtype {value.dtype}, not the requested {dtype}; "
-                "use tg.astype(x, dtype) to cast"
+                f"convert_to_tensor: the tensor has dtype {value.dtype}, not the requested "
+                f"{dtype}; use tg.astype(x, dtype) to cast"
             )
         return value
     return constant(value, dtype, default_float=default_float)
 
 
-__all__ = ["constant", "convert_to_tensor", "zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like", "empty_like",
-           "arange", "linspace", "eye", "from_dlpack", "tril", "triu", "shape"]
+__all__ = ["constant", "convert_to_tensor", "zeros", "ones", "full", "empty", "zeros_like",
+           "ones_like", "full_like", "empty_like", "arange", "linspace", "eye", "from_dlpack",
+           "tril", "triu", "shape"]
