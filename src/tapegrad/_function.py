@@ -552,37 +552,38 @@ class _Program:
         The call is dispatched asynchronously (JAX's default): the returned Tensors and the
         Variables it assigns hold the program's device arrays, which the next call takes as
         they are; the first read of a value on the host waits (``_to_host``)."""
-        jax = self.jax
         compiled = self.compiled
-        if self.donatable:  # decided before the inputs list holds the arrays (reference counts)
-            donated = self._donated()
-            if donated:
-                compiled = self.jitted.get(donated)
-                if compiled is None:
-                    compiled = self.jitted[donated] = jax.jit(self.program,
-                                                              donate_argnums=donated)
         if self.variables:
-            inputs = [*_variable_inputs(self.variables, jax), *inputs]
+            if self.donatable:  # decided before the inputs list holds the arrays (refcounts)
+                donated = self._donated()
+                if donated:
+                    compiled = self.jitted.get(donated)
+                    if compiled is None:
+                        compiled = self.jitted[donated] = self.jax.jit(
+                            self.program, donate_argnums=donated)
+            inputs = [*_variable_inputs(self.variables, self.jax), *inputs]
         try:  # in 64-bit mode, as traced: JAX keys its programs by the setting
             flat = self.in_x64(compiled, inputs)
-        except jax.errors.JaxRuntimeError as e:  # a callback of tapegrad's raised
+        except self.jax.errors.JaxRuntimeError as e:  # a callback of tapegrad's raised
             raise _runtime_error(e, self.name) from None
-        n_out, name = self.n_out, self.name
         on_jax = _backend._default.__name__.startswith("jax")  # JAX is the eager backend too
-        outs = [_wrap(a) if on_jax else on_device(a, name) for a in flat[:n_out]]
+        if self.single and not on_jax:
+            outs = [on_device(flat[0], self.name)]
+        else:
+            outs = [_wrap(a) if on_jax else on_device(a, self.name) for a in flat[:self.n_out]]
         if _records._state.tapes:  # before the writes: the record keeps the values read
             self._record(leaves, self.variables, outs)
         if on_jax:
-            for v, a in zip(self.state, flat[n_out:]):
+            for v, a in zip(self.state, flat[self.n_out:]):
                 v._value = a
         elif self.state:  # device-resident: copied to the default backend when first read
-            set_all_on_device(self.state, flat[n_out:], name)
+            set_all_on_device(self.state, flat[self.n_out:], self.name)
         if self.single:
             return outs[0]
         result = list(self.out_leaves)
         for k, t in zip(self.tensors, outs):
             result[k] = t
-        return jax.tree_util.tree_unflatten(self.out_tree, result)
+        return self.jax.tree_util.tree_unflatten(self.out_tree, result)
 
     def _donated(self) -> tuple:
         """The positions (among the program's arguments) of the Variables whose old device

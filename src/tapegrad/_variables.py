@@ -107,20 +107,13 @@ class DeviceTensor(Tensor):
 _DEVICE = DeviceTensor.__dict__["_device"]
 
 
-def _cache(t):
-    """``t``'s device cache (``[device array, host copy or None, function name]``), or None."""
-    if not isinstance(t, DeviceTensor):
-        return None
-    try:
-        return _DEVICE.__get__(t)
-    except AttributeError:
-        return None
-
-
 def _host_copy(t):
-    """``t``'s ``_value`` when its slot is empty: the host copy of its device array, made on
-    the first read (waiting for the program) and kept."""
-    cache = _cache(t)
+    """``t``'s (a DeviceTensor's) ``_value`` when its slot is empty: the host copy of its
+    device array, made on the first read (waiting for the program) and kept."""
+    try:
+        cache = _DEVICE.__get__(t)
+    except AttributeError:
+        cache = None
     if cache is None:
         raise AttributeError(f"{type(t).__name__!r} object has no attribute '_value'")
     host = cache[1]
@@ -133,8 +126,14 @@ def _host_copy(t):
 def device_array(t):
     """The device array that holds ``t``'s current value, or None: a compiled call's result (or
     a Variable it updated, or one whose value a call put on the device), unless the value was
-    rebound since (``x[k] = v``, ``assign``) or a Variable is bound in this thread."""
-    cache = _cache(t)
+    rebound since (``x[k] = v``, ``assign``) or a Variable is bound in this thread. Its device
+    cache is ``t._device``: ``[device array, host copy or None, function name]``."""
+    if not isinstance(t, DeviceTensor):
+        return None
+    try:
+        cache = _DEVICE.__get__(t)
+    except AttributeError:  # never set
+        return None
     if cache is None:
         return None
     bound = _binding.values
@@ -408,8 +407,8 @@ class Variable(DeviceTensor):
         return _structural_ops.identity(self)
 
     def _snapshot(self) -> Tensor:
-        cache = _cache(self)
-        if cache is not None and device_array(self) is not None:  # shared: one host copy
+        if device_array(self) is not None:  # shared: one host copy
+            cache = _DEVICE.__get__(self)
             t = _new(DeviceTensor)
             _DEVICE.__set__(t, cache)
             if cache[1] is not None:
