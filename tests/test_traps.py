@@ -232,6 +232,32 @@ def test_a_gradient_reading_numpy_and_returning_a_tuple_is_once_differentiable()
         outer.gradient(s, [x, y])
 
 
+@tg.primitive("TrapsRawGradComplex")
+def _raw_grad_complex(z):
+    return z * z
+
+
+@tg.RegisterGradient("TrapsRawGradComplex")
+def _raw_grad_complex_grad(op, dy):
+    return dy * 2.0 * tg.conj(tg.constant(complex(op.inputs[0])))  # a raw read, as float()
+
+
+def test_a_gradient_reading_complex_of_a_traced_tensor_is_once_differentiable():
+    z = tg.constant(1.0 + 2.0j)
+    with tg.GradientTape() as outer:
+        outer.watch(z)
+        with tg.GradientTape() as inner:
+            inner.watch(z)
+            w = tg.real(_raw_grad_complex(z))
+        g = inner.gradient(w, z)
+        s = tg.real(g)
+    np.testing.assert_allclose(g.numpy(), 2.0 - 4.0j)
+    with pytest.raises(tg.errors.NotDifferentiableError,
+                       match="'TrapsRawGradComplex' again: its gradient function "
+                             "_raw_grad_complex_grad"):
+        outer.gradient(s, z)
+
+
 # --- needs_input_grad -------------------------------------------------------------------------
 @tg.primitive("TrapsThree")
 def _three(a, b, c):

@@ -145,5 +145,5 @@ def attach(cls):
     cls.__int__ = lambda self: int(self._value)
     cls.__index__ = lambda self: int(self._value.__index__())
     cls.__float__ = lambda self: float(self.numpy())
-    cls.__complex__ = lambda self: complex(self._value)
+    cls.__complex__ = lambda self: complex(self.numpy())  # as float(): a raw read
     cls.__dlpack_device__ = _dlpack_device
