@@ -215,6 +215,10 @@ def test_compat_tensorflow_float32_defaults_and_model_aliases():
                               tf.range(0.0, 1.0, 0.5), tf.random.normal([2]),
                               tf.random.uniform([2]), tf.one_hot([1], 2))] == [f32] * 8
     assert tf.fill([2], 1).dtype == np.int64 and tf.zeros([2], dtype=tf.float64).dtype == np.float64
+    # a NumPy scalar keeps its dtype, as an array does (TensorFlow's rule)
+    assert tf.fill([2], np.float64(1.5)).dtype == np.float64
+    assert tf.constant(np.float64(1.5)).dtype == np.float64
+    assert tf.constant([[1.0], [2.0]]).dtype == f32 and tf.range(0, 2.0).dtype == f32
     assert tf.random.uniform([3], 0, 5, dtype=tf.int32).dtype == np.int32
     np.testing.assert_array_equal(tf.range(0.0, 1.0, 0.25).numpy(), [0, 0.25, 0.5, 0.75])
     x = tf.constant([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])

@@ -350,11 +350,16 @@ def check_numeric(value, where):
     return value
 
 
-def float_default(value, dtype, default_float):
-    """``dtype``, or ``default_float`` when ``value`` is Python float data and no dtype is given."""
-    if dtype is not None or default_float is None or hasattr(value, "dtype"):
+def float_default(dtype, default_float, *values):
+    """``dtype``, or ``default_float`` when ``dtype`` is None and one of ``values`` is Python
+    float data (a float, nested lists holding one); a value with a dtype (an array, a NumPy
+    scalar) keeps its own, as in TensorFlow."""
+    if dtype is not None or default_float is None:
         return dtype
-    return default_float if np.asarray(value).dtype.kind == "f" else None
+    for v in values:
+        if v is not None and not hasattr(v, "dtype") and np.asarray(v).dtype.kind == "f":
+            return default_float
+    return None
 
 
 _default = np

@@ -297,7 +297,7 @@ class Variable(DeviceTensor):
 
     def __init__(self, initial_value, trainable: bool = True, name: str | None = None, dtype=None):
         value = initial_value._value if isinstance(initial_value, Tensor) else initial_value
-        dtype = _backend.float_default(value, dtype, self._default_float)
+        dtype = _backend.float_default(dtype, self._default_float, value)
         value = _backend.asarray(_backend.check_numeric(value, "Variable"), dtype=dtype, copy=True)
         super().__init__(_backend.materialize([value], [value])[0])
         self.trainable = bool(trainable)

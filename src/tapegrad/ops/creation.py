@@ -82,19 +82,12 @@ def ones(shape, *, dtype=None, device=None):
     return _placed(xp.ones(shape, dtype=_xp_dtype(xp, dtype), device=device), place)
 
 
-def _float_default(dtype, default_float, *values):
-    """``dtype``, or ``default_float`` when it is None and a value is a Python float."""
-    if dtype is None and default_float is not None and any(isinstance(v, float) for v in values):
-        return default_float
-    return dtype
-
-
 def full(shape, fill_value, *, dtype=None, device=None, default_float=None):
     """A constant Tensor of ``shape`` filled with ``fill_value`` (Python scalar); without
     ``dtype`` the default dtype of ``fill_value``'s kind (bool, integer, float, complex), or
     ``default_float`` for a Python float if given (a tapegrad extension that
     ``compat.tensorflow`` sets to float32)."""
-    dtype = _float_default(dtype, default_float, fill_value)
+    dtype = _backend.float_default(dtype, default_float, fill_value)
     device, place = _split(device)
     xp = _xp(device)
     return _placed(xp.full(shape, fill_value, dtype=_xp_dtype(xp, dtype), device=device), place)
@@ -146,7 +139,7 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None, default_floa
     when ``dtype`` is None and a bound or the step is a Python float (a tapegrad extension
     that ``compat.tensorflow`` sets to float32).
     """
-    dtype = _float_default(dtype, default_float, start, stop, step)
+    dtype = _backend.float_default(dtype, default_float, start, stop, step)
     device, place = _split(device)
     xp = _xp(device)
     return _placed(xp.arange(start, stop, step, dtype=_xp_dtype(xp, dtype), device=device), place)
@@ -267,7 +260,7 @@ def constant(value, dtype=None, *, default_float=None) -> Tensor:
         if dtype is None or value.dtype == dtype:
             return Tensor(value._value)  # tensors never change: no copy needed
         value = value._value
-    dtype = _backend.float_default(value, dtype, default_float)
+    dtype = _backend.float_default(dtype, default_float, value)
     return Tensor(_backend.asarray(_backend.check_numeric(value, "constant"), dtype=dtype,
                                    copy=True))
 
