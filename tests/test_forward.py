@@ -708,7 +708,6 @@ def _hermitian(z):  # a Hermitian positive-definite 2 x 2 matrix of the case's 4
 def _hermitian_jax(z):
     m = _matrix_jax(z)
     return m @ m.conj().T + jnp().eye(2, dtype=z.dtype)
-    return m + m.conj().T
 
 
 def _spectral(v, w_or_vh, conj=None):

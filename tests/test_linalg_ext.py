@@ -13,6 +13,7 @@ from hypothesis.extra import numpy as hnp
 
 import tapegrad as tg
 from gradhelpers import tape_grads
+from test_registry_gradients import symmetric_part  # the Hermitian part
 from tapegrad._backend import namespace
 
 LA = tg.linalg
@@ -306,10 +307,6 @@ def _hpd(*shape):
     return a @ np.conj(np.swapaxes(a, -1, -2)) + shape[-1] * np.eye(shape[-1])
 
 
-def _herm(d):
-    return (d + tg.conj(tg.matrix_transpose(d))) / 2.0
-
-
 @pytest.mark.parametrize("shape", [(2, 2), (4, 4), (2, 3, 3)])
 @pytest.mark.parametrize("upper", [False, True])
 def test_complex_cholesky_gradients_and_jvps(shape, upper):
@@ -318,7 +315,7 @@ def test_complex_cholesky_gradients_and_jvps(shape, upper):
     base = _hpd(*shape)
 
     def f(d):
-        return LA.cholesky(_like(d, base) + _herm(d), upper=upper)
+        return LA.cholesky(_like(d, base) + symmetric_part(d), upper=upper)
 
     d = RNG.uniform(-0.3, 0.3, size=shape) + 1j * RNG.uniform(-0.3, 0.3, size=shape)
     tg.test.check_gradients(f, [d], order=2, modes=("rev", "fwd"))
@@ -539,7 +536,7 @@ def test_complex_eigh_of_phase_invariant_functions(shape):
     # without the sweep's phase fixing: V diag(c) V^H and the eigenvalues are smooth functions
     # of a Hermitian matrix, whatever phases LAPACK picks; both modes, to second order
     def f(x):
-        w, v = LA.eigh(_herm(x))
+        w, v = LA.eigh(symmetric_part(x))
         return w, tg.matmul(v * _weights(shape[-1]), tg.conj(tg.matrix_transpose(v)))
 
     tg.test.check_gradients(f, [_cnormal(*shape)], order=2, modes=("rev", "fwd"),
