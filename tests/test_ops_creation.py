@@ -43,6 +43,13 @@ def test_creation_on_numpy_and_on_the_library_of_a_device(make, want):
         make(device="gpu:7")
 
 
+@pytest.mark.parametrize("scalar", [np.float32(1.5), np.float64(1.5), np.int16(3)])
+def test_full_keeps_the_dtype_of_a_numpy_scalar(scalar):
+    t = tg.full((2,), scalar)
+    assert t.dtype == scalar.dtype
+    np.testing.assert_array_equal(t.numpy(), [scalar, scalar])
+
+
 def test_empty_and_like_functions_keep_the_backend():
     assert tg.empty((2, 0)).shape == (2, 0) and tg.empty(3, dtype=tg.int8).dtype == np.int8
     s = tg.asarray(xs.asarray([[1.0, 2.0]]))

@@ -86,7 +86,10 @@ def full(shape, fill_value, *, dtype=None, device=None, default_float=None):
     """A constant Tensor of ``shape`` filled with ``fill_value`` (Python scalar); without
     ``dtype`` the default dtype of ``fill_value``'s kind (bool, integer, float, complex), or
     ``default_float`` for a Python float if given (a tapegrad extension that
-    ``compat.tensorflow`` sets to float32)."""
+    ``compat.tensorflow`` sets to float32). A NumPy scalar ``fill_value`` keeps its dtype."""
+    if getattr(fill_value, "ndim", None) == 0 and hasattr(fill_value, "item"):  # NumPy scalar:
+        dtype = fill_value.dtype if dtype is None else dtype  # the Array API's full takes a
+        fill_value = fill_value.item()  # Python scalar only
     dtype = _backend.float_default(dtype, default_float, fill_value)
     device, place = _split(device)
     xp = _xp(device)
