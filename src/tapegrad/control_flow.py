@@ -203,10 +203,23 @@ def _merge(founds):
 
 class _Found:
     """What :func:`_discover` found: ``captures`` (Tensors), ``assigned`` (Variables), ``outs``
-    (the outputs' ``(shape, dtype)``)."""
+    (the outputs' ``(shape, dtype)``), and the trace itself (``jaxpr``), which :meth:`run`
+    evaluates instead of tracing the body's Python again."""
 
     def __init__(self, captures, assigned, outs):
         self.captures, self.assigned, self.outs = captures, assigned, outs
+        self.jaxpr = None
+
+    def run(self, arrays, again):
+        """The body's flat JAX outputs on the JAX values ``arrays``: the trace evaluated when
+        the body assigns no Variable (then its only inputs are ``arrays`` and what it closes
+        over, the trace's constants) and ``arrays`` have the traced types; else ``again()``,
+        the body traced anew."""
+        jaxpr = self.jaxpr
+        if (self.assigned or jaxpr is None
+                or [getattr(a, "aval", None) for a in arrays] != jaxpr.in_avals):
+            return again()
+        return _jax().core.eval_jaxpr(jaxpr.jaxpr, jaxpr.consts, *arrays)
 
 
 def _isolated(fn, tensors, observer=None):
@@ -244,8 +257,9 @@ def _discover(fn, specs) -> _Found:
                             [_spec(o) for o in outs]))
         return [_as_jax(o._value) for o in outs]
 
-    jax.eval_shape(traced, *[jax.ShapeDtypeStruct(s, d) for s, d in specs])
+    jaxpr = jax.make_jaxpr(traced)(*[jax.ShapeDtypeStruct(s, d) for s, d in specs])
     result = found[-1]
+    result.jaxpr = jaxpr
     assigned = {id(v) for v in result.assigned}
     result.captures = [c for c in result.captures if id(c) not in assigned]
     return result
@@ -308,10 +322,13 @@ def _scan_flat(step, carries, xs, length, reverse=False, unroll=1, where="tg.lax
 
     keep = bool(_records._state.tapes)  # the carries entering each step, for the gradient
 
-    def body(c, x):
+    def again(c, x):
         outs, _ = _isolated(lambda ts: full([*ts[nc:nc + ns], *ts[:nc], *ts[nc + ns:]]),
                             [Tensor(a) for a in (*c, *x)])
-        new = [_as_jax(o._value) for o in outs]
+        return [_as_jax(o._value) for o in outs]
+
+    def body(c, x):
+        new = found.run([*c, *x], lambda: again(c, x))
         return [*new[:nc], *new[nc + ny:]], (new[nc:nc + ny], list(c) if keep else [])
 
     init = [*[_as_jax(c._value) for c in carries], *[v._value for v in state]]
@@ -452,14 +469,16 @@ def _switch_flat(index, branches, where="tg.switch_case", names=None):
     n_out = len(first.outs)
     fulls = [_bound(lambda ts, b=b: b(), state) for b in branches]
 
-    def as_jax(full):
-        def run(*s):
+    def as_jax(full, found):
+        def again(s):
             outs, _ = _isolated(full, [Tensor(a) for a in s])
             return [_as_jax(o._value) for o in outs]
-        return run
+
+        return lambda *s: found.run(list(s), lambda: again(s)) if not state else again(s)
 
     s_init = [v._value for v in state]
-    res = jax.lax.switch(index._value, [as_jax(f) for f in fulls], *s_init)
+    res = jax.lax.switch(index._value, [as_jax(f, found) for f, found in zip(fulls, founds)],
+                         *s_init)
     for v, a in zip(state, res[n_out:]):
         v._value = a
     outs = [Tensor(a) for a in res[:n_out]]
@@ -527,26 +546,41 @@ def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
     jax = _jax()
     n = len(loop_vars)
     specs = [_spec(v) for v in loop_vars]
-    found_c = _discover(lambda ts: [cond_fn(ts)], specs)  # cond_fn checks its predicate
-    found_b = _discover(body_fn, specs)  # body_fn checks its structure
-    for name, want, got in zip(names, specs, found_b.outs):
-        if want != got:
-            raise _carry_changed(where, name, got, want, "; shape_invariants cannot relax this")
+
+    def checked_body(ts):  # body_fn checks its structure; this, the shapes and dtypes
+        outs = body_fn(ts)
+        for name, want, got in zip(names, specs, [_spec(o) for o in outs]):
+            if want != got:
+                raise _carry_changed(where, name, got, want,
+                                     "; shape_invariants cannot relax this")
+        return outs
+
     recording = any(not t._observer and t._differentiates for t in _records._state.tapes)
     if maximum_iterations is not None and recording:
-        return _bounded_while(cond_fn, body_fn, loop_vars, maximum_iterations, where, names)
+        return _bounded_while(cond_fn, checked_body, loop_vars, maximum_iterations, where,
+                              names)
+    found_c = _discover(lambda ts: [cond_fn(ts)], specs)  # cond_fn checks its predicate
+    found_b = _discover(checked_body, specs)
     captures, state = _merge([found_c, found_b])
     ns = len(state)
     body = _bound(body_fn, state)
     bound = maximum_iterations is not None
 
+    def cond_again(c):
+        return [_isolated(lambda ts: [cond_fn(ts)], [Tensor(a) for a in c])[0][0]._value]
+
+    def body_again(c):
+        outs, _ = _isolated(body, [Tensor(a) for a in c])
+        return [_as_jax(o._value) for o in outs]
+
     def jcond(c):
-        ok = _isolated(lambda ts: [cond_fn(ts)], [Tensor(a) for a in c[ns:ns + n]])[0][0]._value
+        vs = c[ns:ns + n]
+        ok = (found_c.run(vs, lambda: cond_again(vs)) if not state else cond_again(vs))[0]
         return jax.numpy.logical_and(ok, c[-1] < maximum_iterations) if bound else ok
 
     def jbody(c):
-        outs, _ = _isolated(body, [Tensor(a) for a in c[:ns + n]])
-        new = [_as_jax(o._value) for o in outs]
+        vs = c[:ns + n]
+        new = found_b.run(vs, lambda: body_again(vs)) if not state else body_again(vs)
         return [*new[n:], *new[:n], *([c[-1] + 1] if bound else [])]
 
     init = [*[v._value for v in state], *[_as_jax(v._value) for v in loop_vars],
