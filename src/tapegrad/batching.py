@@ -637,10 +637,10 @@ class _JaxCall:
                 ok = True
                 return primal, _interop._jax_tangents(jax, outs, primal, tans)
             except Exception as e:  # noqa: BLE001 - tracer errors explained, others as they are
+                assigned = _assigned_variable(e.__traceback__)
+                if assigned is not None:  # assign(batched value) failed: the error vmap promises
+                    raise _assignment_error(who, assigned) from e
                 if _tracer_error(jax, e) and "BatchTrace" in str(e):
-                    assigned = _assigned_variable(e.__traceback__)
-                    if assigned is not None:  # assign(batched value): the error vmap promises
-                        raise _assignment_error(who, assigned) from e
                     raise BatchedValueError(
                         f"{who}: the Python code at {_user_site(e.__traceback__)} needs the "
                         "concrete value of a batched tensor (a Python `if`/`while` on a "
