@@ -475,6 +475,69 @@ def test_each_misuse_gets_a_message_that_says_what_to_do(case):
         call()
 
 
+@pytest.mark.parametrize("compiled", COMPILED, ids=["eager", "compiled"])
+@pytest.mark.parametrize("construct", ["foldl", "foldr", "scan"])
+def test_an_empty_fold_without_initializer_asks_for_one(construct, compiled):
+    def f(xs):
+        return getattr(tg, construct)(lambda a, x: a + x, {"a": xs})
+
+    run = tg.function(f) if compiled else f
+    with pytest.raises(ValueError, match=rf"tg.{construct}: elems\['a'\] is empty \(shape "
+                                         r"\(0, 3\)\) and no initializer.*Pass initializer="):
+        run(tg.zeros((0, 3), dtype=tg.float64))
+    # with an initializer the empty fold returns it, as TensorFlow's
+    if construct != "scan":
+        got = getattr(tg, construct)(lambda a, x: a + x, tg.zeros(0), initializer=tg.constant(2.0))
+        assert float(got) == 2.0
+
+
+def _counted(x, n):
+    """``y * 1.5`` while ``i < 10``, at most ``n`` times."""
+    return tg.while_loop(lambda i, y: i < 10, lambda i, y: (i + 1, y * 1.5),
+                         (tg.constant(0), x), maximum_iterations=n)
+
+
+@pytest.mark.parametrize("how", ["eager", pytest.param("constant", marks=_NOT_ON_STRICT),
+                                 pytest.param("argument", marks=_NOT_ON_STRICT)])
+@pytest.mark.parametrize("n", [0, 3, 20])
+def test_maximum_iterations_may_be_an_integer_tensor(how, n):
+    x = tg.constant(2.0, dtype=tg.float64)
+    if how == "eager":
+        i, y = _counted(x, tg.constant(n))
+    elif how == "constant":  # made inside the function: known when traced
+        i, y = tg.function(lambda x: _counted(x, tg.constant(n, dtype=tg.int32)))(x)
+    else:  # an argument: a traced bound, compared in the loop
+        i, y = tg.function(_counted)(x, tg.constant(n))
+    trips = min(n, 10)
+    assert int(i) == trips
+    np.testing.assert_allclose(y.numpy(), 2.0 * 1.5 ** trips, rtol=1e-12)
+
+
+@_NOT_ON_STRICT
+def test_a_traced_maximum_iterations_bounds_forward_mode_and_explains_reverse_mode():
+    @tg.function
+    def tangent(x, n):
+        with tg.ForwardAccumulator(x, tg.constant(1.0, dtype=tg.float64)) as acc:
+            y = _counted(x, n)[1]
+        return acc.jvp(y)
+
+    x = tg.constant(2.0, dtype=tg.float64)
+    np.testing.assert_allclose(tangent(x, tg.constant(3)).numpy(), 1.5 ** 3, rtol=1e-12)
+    # reverse mode through a bound known when traced: a scan of that length
+    g = tg.function(tg.grad(lambda x: _counted(x, tg.constant(3))[1]))(x)
+    np.testing.assert_allclose(g.numpy(), 1.5 ** 3, rtol=1e-12)
+    with pytest.raises(ValueError, match="maximum_iterations is a traced Tensor.*pass an int"):
+        tg.function(tg.grad(lambda x, n: _counted(x, n)[1]))(x, tg.constant(3))
+
+
+def test_maximum_iterations_of_a_float_or_vector_tensor_is_refused():
+    x = tg.constant(2.0)
+    for bad in (tg.constant(3.0), tg.constant([3])):
+        with pytest.raises(TypeError, match="maximum_iterations must be an int or a 0-d "
+                                            "integer Tensor, got one of shape"):
+            _counted(x, bad)
+
+
 def test_scanned_arrays_of_different_lengths_are_named():
     with pytest.raises(ValueError, match=r"xs\[0\] 4, xs\[1\] 3"):
         tg.lax.scan(lambda c, x: (c, None), 0.0, (tg.constant(XS), tg.ones(3)))

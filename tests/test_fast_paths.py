@@ -8,6 +8,7 @@ recording function, records once for both).
 """
 from __future__ import annotations
 
+import re
 import zlib
 
 import numpy as np
@@ -88,3 +89,27 @@ def test_fast_and_general_paths_agree(op_type):
         for tape_grads in grads:
             _equal([g.numpy() for g in fast_grads[0]], [g.numpy() for g in tape_grads],
                    f"{op_type}: gradients, {name}")
+
+
+@pytest.mark.parametrize("op_type", _cases())
+def test_a_none_input_names_the_op_and_the_argument_on_both_paths(op_type):
+    opdef = tg.registered_ops()[op_type]
+    general = _registry._make_op(opdef, fast_paths=False)
+    args, attrs, _ = opdef.samples[0].materialize(np.random.default_rng(0))
+    name = opdef.forward.__name__.lstrip("_")
+    for k in range(len(args)):
+        param = opdef.param_name(k)
+        if param in opdef.optional:  # clip's bounds: None is no bound
+            continue
+        given = [None if j == k else a for j, a in enumerate(args)]
+        for op in (opdef.public, general):
+            with pytest.raises(TypeError, match=rf"^{name} \(op type '{op_type}'\): argument "
+                                                rf"'{re.escape(param)}' is None \(a NoneType\); "
+                                                "pass a Tensor"):
+                op(*given, **attrs)
+
+
+def test_sum_of_none_names_sum_and_x():
+    with pytest.raises(TypeError, match=r"^sum \(op type 'Sum'\): argument 'x' is None"):
+        tg.sum(None)
+    assert float(tg.clip(tg.constant(5.0), None, 2.0)) == 2.0  # an optional input

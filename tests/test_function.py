@@ -71,6 +71,46 @@ def test_calls_of_tensors_alone_find_their_program_by_shape_and_dtype(capsys):
     np.testing.assert_allclose(tape.gradient(y, a).numpy(), [3.0, 4.0])
 
 
+@pytest.mark.parametrize("how", ["argument", "closure"])
+def test_a_function_called_on_concrete_values_inside_another_trace_is_inlined(how):
+    # inside outer's trace the Variables are bound to tracers: inner's program run there (its
+    # arguments concrete) returned a tensor holding a tracer, which the next op read
+    v, c = tg.Variable(0.7), tg.constant(0.5)
+    if how == "argument":  # a Variable argument: concrete, but bound to a tracer in the trace
+        inner = tg.function(lambda x: tg.sin(x) * x)
+        outer = tg.function(lambda x: inner(x) * 2.0)
+        args, value, slope = (v,), lambda w: 2 * np.sin(w) * w, lambda w: 2 * (
+            np.cos(w) * w + np.sin(w))
+    else:  # a concrete constant argument, inner reads a Variable
+        inner = tg.function(lambda x: tg.sin(x) * v)
+        outer = tg.function(lambda: inner(c) * 2.0)
+        args, value, slope = (), lambda w: 2 * np.sin(0.5) * w, lambda w: 2 * np.sin(0.5)
+        inner(c)  # its program is then found by shape: that path inlines in a trace too
+    np.testing.assert_allclose(outer(*args).numpy(), value(0.7), rtol=1e-12)
+    v.assign(1.1)  # read on each call, not a constant of outer's program
+    np.testing.assert_allclose(outer(*args).numpy(), value(1.1), rtol=1e-12)
+    with tg.GradientTape() as tape:
+        y = outer(*args)
+    np.testing.assert_allclose(tape.gradient(y, v).numpy(), slope(1.1), rtol=1e-12)
+    with tg.ForwardAccumulator(v, tg.constant(1.0, dtype=tg.float64)) as acc:
+        y = outer(*args)
+    np.testing.assert_allclose(acc.jvp(y).numpy(), slope(1.1), rtol=1e-12)
+
+
+def test_nested_functions_under_two_forward_accumulators_give_the_second_derivative():
+    inner = tg.function(lambda x: tg.sin(x) * x)
+    outer = tg.function(lambda x: inner(x) * 2.0)
+    x = tg.constant(0.7)
+    with tg.ForwardAccumulator(x, tg.constant(1.0)) as acc2:
+        with tg.ForwardAccumulator(x, tg.constant(1.0)) as acc1:
+            y = outer(x)
+        d1 = acc1.jvp(y)
+    d2 = acc2.jvp(d1)
+    np.testing.assert_allclose(d1.numpy(), 2 * (np.sin(0.7) + 0.7 * np.cos(0.7)), rtol=1e-12)
+    np.testing.assert_allclose(d2.numpy(), 2 * (2 * np.cos(0.7) - 0.7 * np.sin(0.7)),
+                               rtol=1e-12)
+
+
 def test_results_have_eager_dtypes_and_live_on_the_default_backend():
     @tg.function(jit_compile=True)
     def f(x, y):

@@ -267,6 +267,24 @@ def test_assign_sub_in_place_only_when_nothing_else_holds_the_array():
     np.testing.assert_allclose(v.numpy(), [10.0, 10.0, 10.0])
 
 
+def test_compat_tensorflow_constant_of_a_tensor_keeps_it_on_the_tape():
+    import tapegrad.compat.tensorflow as tf
+
+    x = tf.constant([1.0, 2.0])
+    with tf.GradientTape() as t:
+        t.watch(x)
+        y = tf.reduce_sum(tf.constant(x) ** 2)  # TensorFlow returns the tensor itself
+    np.testing.assert_allclose(t.gradient(y, x).numpy(), [2.0, 4.0])
+    assert tf.constant(x, dtype=tf.float32) is x
+    np.testing.assert_array_equal(tf.constant(x, shape=(2, 1)).numpy(), [[1.0], [2.0]])
+    with pytest.raises(TypeError, match=r"tf.constant: value is a Tensor of dtype float32 but "
+                                        r"dtype float64 was asked.*tf.cast\(value, dtype\)"):
+        tf.constant(x, dtype=tf.float64)
+    v = tf.Variable([1.0, 2.0])  # a Variable: a constant copy of its value, as before
+    c = tf.constant(v)
+    assert c is not v and not isinstance(c, tf.Variable)
+
+
 def test_compat_keras_names_what_it_has_instead_of_layers():
     import tapegrad.compat.tensorflow as tf
 

@@ -447,6 +447,21 @@ def test_error_assigning_a_variable(engine):
     assert float(v) == 0.0  # put back
 
 
+@pytest.mark.parametrize("method", ["assign", "assign_add", "assign_sub"])
+def test_error_assigning_a_batched_value_to_a_variable_names_it(engine, method):
+    v = tg.Variable(np.zeros(4), name="running_mean")
+
+    def f(x):
+        getattr(v, method)(x * 2.0)  # each example's own value
+        return x
+
+    with pytest.raises(ValueError, match=r"tg.vmap\(.*f \(.*assigned the Variable 'running_mean' "
+                                         r"\(shape \(4,\)\).*Return the new value and assign "
+                                         r"it outside tg.vmap"):
+        tg.vmap(f)(XS)
+    np.testing.assert_array_equal(v.numpy(), np.zeros(4))  # put back
+
+
 def test_error_not_callable():
     with pytest.raises(TypeError, match=r"tg.vmap: expected a function, got a int"):
         tg.vmap(3)

@@ -205,7 +205,7 @@ class Function:
             if found is not None:
                 program = self._by_shapes.get((_SELF, id(instance), found[0]) if bound
                                               else found[0])
-                if program is not None:
+                if program is not None and not config.tracing():  # in a trace: inlined below
                     return program.call(found[1], args)
         if config._run_eagerly or not self._compiles():
             return self._func(instance, *args, **kwargs) if bound else self._func(*args, **kwargs)
@@ -215,8 +215,9 @@ class Function:
         key = (treedef, tuple([_leaf_key(x, self.__name__) for x in leaves]))
         if bound:  # the instance by identity: the program keeps it alive, so its id stays its
             key = (_SELF, id(instance), *key)
-        if any(isinstance(_raw(x), jax.core.Tracer) for x in leaves):
-            # called while another is traced: inline
+        if config.tracing() or any(isinstance(_raw(x), jax.core.Tracer) for x in leaves):
+            # called while another is traced (its Variables bound to tracers, even when the
+            # arguments are concrete): inline
             return self._func(instance, *args, **kwargs) if bound else self._func(*args, **kwargs)
         program = self._programs.get(key)
         if program is None:

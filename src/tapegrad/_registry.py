@@ -38,18 +38,20 @@ class OpDef:
     outputs), ``differentiable``, ``surrogate``, ``jvp`` (the forward-mode rule, or None),
     ``samples``, ``public`` (the op function), ``real_only`` (complex inputs are refused),
     ``vmap_method`` (how a host callback of the forward is batched: ``primitive``'s),
-    ``params``/``arity`` (from the forward's signature).
+    ``optional`` (the names of the inputs that may be None), ``params``/``arity`` (from the
+    forward's signature).
     """
 
     __slots__ = ("type", "forward", "params", "arity", "takes_attrs", "samples", "grad",
                  "differentiable", "public", "surrogate", "reads", "jvp", "real_only",
-                 "vmap_method")
+                 "vmap_method", "optional")
     is_custom = False
 
     def __init__(self, op_type, forward=None, samples=None):
         self.type = op_type
         self.real_only = False
         self.vmap_method = "sequential"
+        self.optional = frozenset()
         self.samples = list(samples or ())
         self.grad = None
         self.surrogate = False
@@ -204,7 +206,7 @@ VMAP_METHODS = ("sequential", "expand_dims", "broadcast_all")
 
 
 def primitive(op_type: str, *, samples=None, real_only: bool = False,
-              vmap_method: str = "sequential"):
+              vmap_method: str = "sequential", optional=()):
     """Declare a new op type whose forward runs on backend arrays.
 
     Decorates ``forward(*arrays, **attrs) -> array | tuple[array, ...]``. The result is the
@@ -227,6 +229,9 @@ def primitive(op_type: str, *, samples=None, real_only: bool = False,
     code written with ``axis=-1`` or ``...``): it must return outputs with the same leading
     axes (for nested ``tg.vmap`` calls, one per level). The values are then those of the
     per-example calls, from one call.
+
+    ``optional``: the names of the forward's inputs that may be None (``clip``'s bounds); a
+    None at any other input raises ``TypeError`` naming the op and the input.
 
     Raises ``TypeError`` if ``op_type`` is not a non-empty string, ``ValueError`` if it is
     already defined by other code or ``vmap_method`` is not one of the three names; the same
@@ -257,6 +262,7 @@ def primitive(op_type: str, *, samples=None, real_only: bool = False,
             opdef.samples = list(samples or ())
         opdef.real_only = bool(real_only)
         opdef.vmap_method = vmap_method
+        opdef.optional = frozenset(optional)
         op = _make_op(opdef)
         functools.update_wrapper(op, forward)
         op.op_type = op_type
@@ -341,20 +347,22 @@ def _make_op(opdef, fast_paths=True):
         fields = dict(
             params=", ".join(xs) + ", /",
             convert="; ".join(f"{v} = {x}._value if isinstance({x}, T) else {x} if type({x}) "
-                              f"in scalar else _raw({x})" for x, v in zip(xs, vs)),
+                              f"in scalar else _input(opdef, {k}, {x})"
+                              for k, (x, v) in enumerate(zip(xs, vs))),
             on_numpy=" and ".join(["type(v0) is nd", *(f"(type({v}) is nd or type({v}) in "
                                                           "scalar)" for v in vs[1:])]),
             values=f"({', '.join(vs)},)", call=", ".join(vs), args=f"({', '.join(xs)},)",
             attrs="_NO_ATTRS")
     else:
         fields = dict(params="*args, **attrs",
-                      convert="values = [a._value if isinstance(a, T) else _raw(a) for a in args]",
+                      convert="values = [a._value if isinstance(a, T) else _input(opdef, args, a) "
+                              "for a in args]",
                       on_numpy="all([type(v) is nd or type(v) in scalar for v in values])",
                       values="values", call="*values, **attrs", args="args", attrs="attrs")
     forward = opdef.forward
     scope = dict(opdef=opdef, fast=getattr(forward, "_numpy_fn", None) or forward,
                  real_only=opdef.real_only, state=_records._state, T=Tensor, nd=np.ndarray,
-                 scalar=_SCALAR_TYPES, new=object.__new__, ids=_tensor_ids, _raw=_raw,
+                 scalar=_SCALAR_TYPES, new=object.__new__, ids=_tensor_ids, _input=_input,
                  _wrap=_wrap, record=record, _NO_ATTRS=_NO_ATTRS, _run_forward=_run_forward,
                  _checked_result=_checked_result, _refuse_complex=_refuse_complex)
     source = _OP_TEMPLATE.format(**fields)
@@ -364,6 +372,21 @@ def _make_op(opdef, fast_paths=True):
     linecache.cache[name] = (len(source), None, source.splitlines(True), name)
     exec(compile(source, name, "exec"), scope)  # noqa: S102 - our own template, no user text
     return scope["op"]
+
+
+def _input(opdef, where, a):
+    """The op input ``a`` (not a Tensor, not a Python scalar) as a backend value (``_raw``);
+    ``where`` is its position, or all the inputs (``a`` is one of them). Raises ``TypeError``
+    for None at an input that is not ``optional``: the check costs nothing on the path of
+    Tensors and numbers."""
+    if a is None:
+        k = where if type(where) is int else next(k for k, b in enumerate(where) if b is None)
+        name = opdef.param_name(k)
+        if name not in opdef.optional:
+            op = getattr(opdef.forward, "__name__", opdef.type).lstrip("_")
+            raise TypeError(f"{op} (op type {opdef.type!r}): argument {name!r} is None (a "
+                            "NoneType); pass a Tensor, an array or a Python number")
+    return _raw(a)
 
 
 def _refuse_complex(opdef, values):

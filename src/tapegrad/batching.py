@@ -37,7 +37,7 @@ from . import random as _random
 from ._pytree import show, tree_flatten, tree_unflatten
 from ._tensor import Tensor
 from .ops.creation import convert_to_tensor
-from ._variables import visible_variables
+from ._variables import Variable, visible_variables
 from . import interop as _interop
 from ._registry import CallDef
 from .control_flow import _Captures
@@ -328,6 +328,19 @@ def _assignment_error(who, v):
                       f"(shape {tuple(v.shape)}); a batched function may read Variables but "
                       "not assign them (each example would assign its own value). Return the "
                       "new value and assign it outside tg.vmap")
+
+
+def _assigned_variable(tb):
+    """The Variable whose ``assign``, ``assign_add`` or ``assign_sub`` is on the traceback
+    ``tb`` (it met a batched value it cannot hold), or None."""
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name in ("assign", "assign_add", "assign_sub"):
+            v = frame.f_locals.get("self")
+            if isinstance(v, Variable):
+                return v
+        tb = tb.tb_next
+    return None
 
 
 class _VariableWatch:
@@ -624,6 +637,9 @@ class _JaxCall:
                 ok = True
                 return primal, _interop._jax_tangents(jax, outs, primal, tans)
             except Exception as e:  # noqa: BLE001 - tracer errors explained, others as they are
+                assigned = _assigned_variable(e.__traceback__)
+                if assigned is not None:  # assign(batched value) failed: the error vmap promises
+                    raise _assignment_error(who, assigned) from e
                 if _tracer_error(jax, e) and "BatchTrace" in str(e):
                     raise BatchedValueError(
                         f"{who}: the Python code at {_user_site(e.__traceback__)} needs the "

@@ -556,7 +556,7 @@ def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
         return outs
 
     recording = any(not t._observer and t._differentiates for t in _records._state.tapes)
-    if maximum_iterations is not None and recording:
+    if isinstance(maximum_iterations, int) and recording:  # a traced bound: no fixed length
         return _bounded_while(cond_fn, checked_body, loop_vars, maximum_iterations, where,
                               names)
     found_c = _discover(lambda ts: [cond_fn(ts)], specs)  # cond_fn checks its predicate
@@ -592,11 +592,16 @@ def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
     outs = [Tensor(a) for a in final[ns:ns + n]]
     if _records._state.tapes:
         def grad(op, *dys):
+            given = ("maximum_iterations is a traced Tensor (computed from the function's "
+                     "arguments), so the trip count is unknown when tracing: pass an int or a "
+                     "Tensor made inside the function (it then runs as a scan of that length)"
+                     if bound else "pass maximum_iterations (it then runs as a scan of that "
+                     "length)")
             raise ValueError(
                 f"{where}: reverse-mode differentiation of a compiled while_loop needs a bound "
-                "on its iterations: pass maximum_iterations (it then runs as a scan of that "
-                "length), or use tg.lax.scan / tg.lax.fori_loop with a fixed trip count. "
-                "Forward mode (tg.jvp, ForwardAccumulator) works without it")
+                f"on its iterations known when it is traced: {given}, or use tg.lax.scan / "
+                "tg.lax.fori_loop with a fixed trip count. Forward mode (tg.jvp, "
+                "ForwardAccumulator) works without it")
 
         def jvp(op, *ts):
             return _while_jvp(cond_fn, body_fn, state, s_init, loop_vars, captures, ts,
@@ -908,11 +913,10 @@ def _while(where, cond_fn, body_fn, init, maximum_iterations, prefix):
     leaves, structure = tree_flatten(init)
     leaves = [_tensor(x) for x in leaves]
     v = tree_unflatten(structure, leaves)
-    if maximum_iterations is not None and int(maximum_iterations) < 0:
-        raise ValueError(f"{where}: maximum_iterations must be >= 0, got {maximum_iterations}")
+    maximum_iterations = _trip_bound(where, maximum_iterations)
     if not _compiled(leaves):
         k = 0
-        while maximum_iterations is None or k < int(maximum_iterations):
+        while maximum_iterations is None or k < maximum_iterations:
             if not bool(_predicate(cond_fn(v), f"{where}: cond")):
                 break
             new = body_fn(v)
@@ -935,6 +939,29 @@ def _while(where, cond_fn, body_fn, init, maximum_iterations, prefix):
     return tree_unflatten(structure, outs)
 
 
+def _trip_bound(where, bound):
+    """``maximum_iterations`` as an int (None stays None), or as the JAX scalar of a 0-d
+    integer Tensor traced inside ``tg.function`` (a dynamic bound, compared in the loop).
+    Raises ``TypeError`` for a Tensor that is not a 0-d integer, ``ValueError`` for a negative
+    bound."""
+    if bound is None:
+        return None
+    if isinstance(bound, Tensor) or hasattr(bound, "dtype"):  # a Tensor or a backend array
+        t = _tensor(bound)
+        if t.ndim != 0 or _backend.np_dtype(t._value.dtype).kind not in "iu":
+            raise TypeError(f"{where}: maximum_iterations must be an int or a 0-d integer "
+                            f"Tensor, got one of {_describe(_spec(t))}; cast it with "
+                            "tg.astype(n, tg.int32) or reduce it to a scalar")
+        jax = sys.modules.get("jax")
+        if jax is not None and isinstance(t._value, jax.core.Tracer):
+            return t._value
+        bound = t._value
+    bound = int(bound)
+    if bound < 0:
+        raise ValueError(f"{where}: maximum_iterations must be >= 0, got {bound}")
+    return bound
+
+
 def _cast_like(x, like):
     """A body's result ``x`` as a Tensor; a Python number takes the loop variable's dtype."""
     if isinstance(x, Tensor):
@@ -953,8 +980,11 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
             holds one), each with the same shape and dtype.
         loop_vars: a tuple or list of Tensors or nested structures of them.
         shape_invariants: accepted for TensorFlow compatibility; shapes may not change.
-        maximum_iterations: stop after this many iterations (an int); needed for reverse
-            mode through a compiled loop.
+        maximum_iterations: stop after this many iterations: an int or a 0-d integer Tensor
+            (TensorFlow's); needed for reverse mode through a compiled loop, where it must be
+            known when the loop is traced (an int, or a Tensor not computed from the
+            function's arguments: a traced one bounds the loop, but reverse mode then raises
+            the ``ValueError`` below).
         parallel_iterations, back_prop, swap_memory, name: accepted for compatibility.
 
     Returns the final loop variables, in ``loop_vars``' structure. Eagerly it is a Python loop
@@ -1050,15 +1080,11 @@ def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True,
 
     Returns the stacked accumulated values, of leading size ``n``. Differentiable in both
     modes, compiled as one ``lax.scan``. Raises ``ValueError`` for scanned arrays of different
-    leading sizes, ``TypeError`` when ``fn`` changes the accumulated value's structure, shape
-    or dtype.
+    leading sizes and for empty ``elems`` without ``initializer``, ``TypeError`` when ``fn``
+    changes the accumulated value's structure, shape or dtype.
     """
     if initializer is None:
-        leaves, structure = tree_flatten(elems)
-        leaves = [_tensor(x) for x in leaves]
-        k = -1 if reverse else 0
-        init = tree_unflatten(structure, [x[k] for x in leaves])
-        rest = tree_unflatten(structure, [x[:-1] if reverse else x[1:] for x in leaves])
+        init, rest = _first_and_rest("tg.scan", elems, reverse)
         ys = scan(fn, rest, init, reverse=reverse)
         y_leaves, y_structure = tree_flatten(ys)
         i_leaves = tree_flatten(init)[0]
@@ -1070,6 +1096,25 @@ def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True,
         return a, a
 
     return _scan("tg.scan", step, initializer, elems, None, reverse, 1)[1]
+
+
+def _first_and_rest(where, elems, reverse):
+    """``(first, rest)``: the first element of the pytree ``elems`` along the leading axis (the
+    last when ``reverse``), the initial value of a scan or fold given no ``initializer``, and the
+    other elements. Raises ``ValueError`` for a scalar or empty leaf (there is no first element)."""
+    leaves, structure = tree_flatten(elems)
+    leaves = [_tensor(x) for x in leaves]
+    for name, x in zip(_paths(structure, "elems"), leaves):
+        if x.ndim == 0:
+            raise ValueError(f"{where}: {name} is a scalar; scanned arrays need a leading axis "
+                             "to scan over")
+        if x.shape[0] == 0:
+            raise ValueError(f"{where}: {name} is empty (shape {tuple(x.shape)}) and no "
+                             "initializer was given; without one the first element of elems "
+                             "is the initial value. Pass initializer= (the value to return "
+                             "for empty elems)")
+    first = tree_unflatten(structure, [x[-1 if reverse else 0] for x in leaves])
+    return first, tree_unflatten(structure, [x[:-1] if reverse else x[1:] for x in leaves])
 
 
 def _concat_first(first, rest, reverse):
@@ -1097,10 +1142,7 @@ def foldr(fn, elems, initializer=None, parallel_iterations=10, back_prop=True,
 
 def _fold(where, fn, elems, initializer, reverse):
     if initializer is None:
-        leaves, structure = tree_flatten(elems)
-        leaves = [_tensor(x) for x in leaves]
-        initializer = tree_unflatten(structure, [x[-1 if reverse else 0] for x in leaves])
-        elems = tree_unflatten(structure, [x[:-1] if reverse else x[1:] for x in leaves])
+        initializer, elems = _first_and_rest(where, elems, reverse)
     return _scan(where, lambda a, x: (fn(a, x), None), initializer, elems, None, reverse,
                  1)[0]
 

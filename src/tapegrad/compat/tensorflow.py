@@ -44,8 +44,20 @@ int8, int16, uint8 = _tg.int8, _tg.int16, _tg.uint8
 def constant(value, dtype=None, shape=None, name=None):
     """``tf.constant``: a Tensor of ``value`` (float32 for Python floats). With ``shape``, a
     scalar ``value`` fills that shape and any other is reshaped to it (it must have as many
-    elements). Raises ``TypeError`` when the element counts differ, as TensorFlow does."""
-    out = _tg.constant(value, dtype, default_float=_f32)
+    elements). Raises ``TypeError`` when the element counts differ, as TensorFlow does.
+
+    A Tensor ``value`` (not a Variable) is returned as it is, as TensorFlow's eager
+    ``tf.constant`` returns an eager tensor, so tapes and accumulators that trace it go on
+    tracing it; a ``dtype`` other than its own raises ``TypeError``, as TensorFlow's does
+    (cast it with ``tf.cast``, which is differentiable)."""
+    if isinstance(value, Tensor) and not isinstance(value, _tg.Variable):
+        if dtype is not None and _tg._backend.np_dtype(dtype) != value.dtype:
+            raise TypeError(f"tf.constant: value is a Tensor of dtype {value.dtype} but dtype "
+                            f"{_tg._backend.np_dtype(dtype)} was asked; TensorFlow converts no "
+                            "tensor's dtype here: cast it with tf.cast(value, dtype)")
+        out = value
+    else:
+        out = _tg.constant(value, dtype, default_float=_f32)
     if shape is None:
         return out
     shape = tuple(int(d) for d in shape)

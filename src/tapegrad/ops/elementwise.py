@@ -453,7 +453,7 @@ def _where_grad(op, dy):
     return None, where(c, dy, z), where(c, z, dy)
 
 
-@primitive("Clip", real_only=True,
+@primitive("Clip", real_only=True, optional=("lo", "hi"),
            samples=[Sample((3, 4), -0.5, 0.7), Sample((3, 4), Arg((4,), (-2, -0.5)),
                                                               Arg((3, 1), (0.5, 2)))])
 def _clip(x, lo, hi):
