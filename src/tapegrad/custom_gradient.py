@@ -16,8 +16,9 @@ import inspect
 import numpy as np
 
 from . import _backend, _records
+from ._pytree import show, tree_flatten, tree_unflatten
 from ._registry import CallDef, no_gradient, primitive, variable_names
-from ._tensor import Tensor
+from ._tensor import _SCALARS, Tensor
 from ._variables import Variable
 from .errors import GradientCountError, VariablesError, describe_fn
 from .ops import astype, clip
@@ -57,34 +58,58 @@ def _accepts_variables(fn):
 def custom_gradient(f=None, *, surrogate=False):
     """Decorator: give a function its own gradient (TensorFlow 2 ``tf.custom_gradient``).
 
-    ``f(*args, **kwargs)`` returns ``(y, grad_fn)``: ``y`` a Tensor or a tuple/list of Tensors,
-    ``grad_fn(*dys)`` one gradient per input of ``f`` (``None`` allowed; a single Tensor when
-    ``f`` has one input), each with its input's shape and dtype, or a dict keyed by input name
-    (omitted names get no gradient). The inputs are the positional arguments, then the Tensor
-    arguments passed by keyword, in signature order. The cotangents ``dys`` have the shapes of
-    ``y``. If the forward reads trainable Variables that are not arguments, ``grad_fn`` must
-    accept ``variables=`` and return ``(input_grads, variable_grads)``.
+    ``f(*args, **kwargs)`` returns ``(y, grad_fn)``: ``y`` a Tensor or a pytree (tuple, list,
+    dict) of Tensors, ``grad_fn(*dys)`` one gradient per argument of ``f`` (``None`` allowed; a
+    single gradient when ``f`` has one argument), or a dict keyed by argument name (omitted
+    names get no gradient). ``dys`` are the cotangents of ``y``'s leaves, in its flattening
+    order (JAX's: dicts by sorted key), each of its leaf's shape.
+
+    The arguments that are inputs are the positional ones, then those passed by keyword that
+    are Tensors or containers holding Tensors, in signature order. A Tensor argument's
+    gradient is a Tensor of its shape and dtype. An argument that is a container (tuple, list,
+    dict, or another pytree ``tapegrad._pytree`` flattens) has its Tensor leaves as inputs
+    (Variables among them included: they are arguments, not "read" Variables) and its other
+    leaves (Python numbers, strings, ``None``, arrays) static; its gradient has the argument's
+    structure, with ``None`` at a leaf without one, or is ``None`` for the whole argument.
+    If the forward reads trainable Variables that are not arguments, ``grad_fn`` must accept
+    ``variables=`` and return ``(argument_grads, variable_grads)``.
 
     ``surrogate=True`` marks a gradient that is intentionally not the derivative of the forward
     (straight-through, leaky or scaled gradients): ``tg.test`` reports it instead of failing.
 
     The forward's own ops are not recorded. Higher order: ``grad_fn``'s ops are recorded by
     outer tapes; for a custom *second-order* gradient return a tensor computed by a nested
-    ``custom_gradient`` function from ``grad_fn``.
+    ``custom_gradient`` function from ``grad_fn``. Forward mode (``tg.jvp``,
+    ``ForwardAccumulator``) takes the transpose of ``grad_fn``. The result applies directly
+    under ``tg.function``, ``tg.grad``, ``tg.vmap`` and the other transforms.
 
     Errors: ``TypeError`` if ``f`` does not return ``(y, grad_fn)``; ``VariablesError`` if it
     reads Variables and ``grad_fn`` lacks ``variables=``; at gradient time
-    ``GradientCountError``, ``GradientShapeError`` and ``GradientTypeError`` name ``grad_fn``,
-    its source line and the input.
+    ``GradientCountError`` (the wrong number of gradients, or a container argument's gradient
+    of another structure: the message names ``grad_fn``, the argument and the structure
+    expected), ``GradientShapeError`` and ``GradientTypeError`` name ``grad_fn``, its source
+    line and the input.
     """
     if f is None:
         return functools.partial(custom_gradient, surrogate=surrogate)
-    op_type = f"CustomGradient:{getattr(f, '__name__', 'f')}"
-    params = _positional_params(f)
+    call = _recorder(f, f"CustomGradient:{getattr(f, '__name__', 'f')}", surrogate,
+                     _positional_params(f))
+    return _CustomGradientFunction(f, call, surrogate)
+
+
+_STATIC = frozenset((*_SCALARS, str, type(None)))  # arguments that are neither Tensors nor trees
+
+
+def _recorder(f, op_type, surrogate, params, kind="custom_gradient", bound_static=False):
+    """``call(bound, *args, **kwargs)``: ``f(*bound, *args, **kwargs)`` (which returns
+    ``(y, grad_fn)``) run unrecorded, and recorded as one op of type ``op_type`` whose gradient
+    is ``grad_fn``. ``bound`` is ``(self,)`` for a method or ``()``, not an input; with
+    ``bound_static`` (``custom_vjp``'s non-differentiable arguments) the Tensors in it are
+    static arguments, not Variables the forward reads. A ``grad_fn`` with a ``_jvp_rule``
+    attribute (``custom_jvp``) gives the op that JVP rule: ``_jvp_rule(*tangents)``, one
+    tangent (a tree, ``None`` leaves for none) per argument, returns the outputs' tangents."""
 
     def call(bound, *args, **kwargs):
-        """``f(*bound, *args, **kwargs)`` with its custom gradient; ``bound`` is ``(self,)`` for
-        a method (not an input) or ``()``."""
         state = _records._state
         saved = state.tapes
         watcher = _VariableWatcher()
@@ -100,33 +125,48 @@ def custom_gradient(f=None, *, surrogate=False):
                 f"custom_gradient: {f.__qualname__} must return a pair (y, grad_fn) with grad_fn "
                 f"a function of the output cotangents; it returned {type(result).__name__}")
         y, grad_fn = result
-        kw_names = [k for k, v in kwargs.items() if isinstance(v, Tensor)]
-        inputs = (*args, *[kwargs[k] for k in kw_names])
+        kw_names = [k for k, v in kwargs.items() if isinstance(v, Tensor) or (
+            type(v) not in _STATIC and any(isinstance(x, Tensor) for x in tree_flatten(v)[0]))]
+        given = (*args, *[kwargs[k] for k in kw_names])  # the arguments grad_fn differentiates
+        trees = _trees(given)  # None unless an argument is a container (the common case)
+        inputs = given if trees is None else _leaf_inputs(given, trees)
         arg_ids = {a._id for a in inputs if isinstance(a, Tensor)}
+        if watcher.variables and bound_static:
+            arg_ids.update(x._id for x in tree_flatten(bound)[0] if isinstance(x, Tensor))
         variables = [v for i, v in watcher.variables.items() if i not in arg_ids]
         if variables and not _accepts_variables(grad_fn):
             names = ", ".join(repr(v.name) for v in variables)
+            if kind != "custom_gradient":
+                raise VariablesError(
+                    f"{kind}: {f.__qualname__} reads the trainable Variable(s) {names}, which "
+                    "are not its arguments, so they would get no gradient; pass them as "
+                    "arguments (their cotangents come from the rule), or mark them "
+                    "trainable=False")
             raise VariablesError(
                 f"custom_gradient: {f.__qualname__} reads the Variable(s) {names}, so its "
                 f"gradient function {grad_fn.__qualname__} must accept a keyword argument "
                 "`variables` and return (input_gradients, variable_gradients); pass the "
                 "Variables as arguments instead, or mark them trainable=False")
-        outs, rebuild = _outputs(y, inputs)
+        outs, rebuild = _outputs(y, arg_ids)
         if saved:
             n = len(args)
 
             def replay(*xs):
-                return call(bound, *xs[:n], **{**kwargs, **dict(zip(kw_names, xs[n:]))})
+                vals = xs if trees is None else _rebuild(given, trees, xs)
+                return call(bound, *vals[:n], **{**kwargs, **dict(zip(kw_names, vals[n:]))})
 
             own = params[len(bound):]
-            names = (*own[:n], *[f"args[{i}]" for i in range(len(own), n)], *kw_names,
-                     *variable_names(variables))
-            info = CallDef(op_type, names, _grad_adapter(grad_fn, variables), replay=replay,
-                           function=f, variables=variables, surrogate=surrogate)
+            arg_names = (*own[:n], *[f"args[{i}]" for i in range(len(own), n)], *kw_names)
+            names = arg_names if trees is None else _leaf_names(arg_names, trees)
+            rule = getattr(grad_fn, "_jvp_rule", None)
+            info = CallDef(op_type, (*names, *variable_names(variables)),
+                           _grad_adapter(grad_fn, variables, trees, arg_names, f),
+                           jvp=None if rule is None else _jvp_adapter(rule, given, trees),
+                           replay=replay, function=f, variables=variables, surrogate=surrogate)
             _records.record(info, (*inputs, *variables), {}, outs)
         return rebuild(outs)
 
-    return _CustomGradientFunction(f, call, surrogate)
+    return call
 
 
 class _CustomGradientFunction:
@@ -134,19 +174,23 @@ class _CustomGradientFunction:
     bound to ``self`` and is not an input of the op (TensorFlow's decorator does the same)."""
 
     _custom_gradient = True  # found by `python -m tapegrad check` and tg.test.samples
+    # slots, not the instance's __dict__: wrappers of it (tg.function, tg.grad, functools.wraps)
+    # copy its __dict__, and a copied `_call` shadowed Function._call ("takes 1 positional
+    # argument but 3 were given")
+    __slots__ = ("_cg_call", "surrogate", "__dict__", "__weakref__")
 
     def __init__(self, f, call, surrogate):
         functools.update_wrapper(self, f)
-        self._call = call
+        self._cg_call = call
         self.surrogate = surrogate
 
     def __call__(self, *args, **kwargs):
-        return self._call((), *args, **kwargs)
+        return self._cg_call((), *args, **kwargs)
 
     def __get__(self, obj, objtype=None):
         if obj is None:
             return self
-        bound = functools.partial(self._call, (obj,))
+        bound = functools.partial(self._cg_call, (obj,))
         functools.update_wrapper(bound, self.__wrapped__)
         bound.surrogate = self.surrogate
         return bound
@@ -155,26 +199,149 @@ class _CustomGradientFunction:
         return f"<tg.custom_gradient {describe_fn(self.__wrapped__)}>"
 
 
-def _outputs(y, args):
-    """Flatten ``y`` to fresh-or-own output Tensors, and a function rebuilding its structure."""
-    arg_ids = {a._id for a in args if isinstance(a, Tensor)}
+# --- container arguments: their Tensor leaves are the op's inputs ----------------------------
+def _trees(given):
+    """Per argument, ``None`` (a Tensor or another single value: one input) or ``(leaves,
+    structure, positions)`` for a container: its leaves (``None`` leaves included) and the
+    positions of its Tensor leaves, the inputs; ``None`` when no argument is a container."""
+    trees = None
+    for k, a in enumerate(given):
+        if isinstance(a, Tensor) or type(a) in _STATIC:
+            continue
+        leaves, structure = tree_flatten(a, none_is_leaf=True)
+        if len(leaves) == 1 and leaves[0] is a:  # an array, or another leaf
+            continue
+        if trees is None:
+            trees = [None] * len(given)
+        trees[k] = leaves, structure, [j for j, x in enumerate(leaves) if isinstance(x, Tensor)]
+    return trees
 
+
+def _leaf_inputs(given, trees):
+    """The op's inputs: each single argument, and the Tensor leaves of each container."""
+    out = []
+    for a, tree in zip(given, trees):
+        if tree is None:
+            out.append(a)
+        else:
+            out.extend(tree[0][j] for j in tree[2])
+    return tuple(out)
+
+
+def _leaf_names(arg_names, trees):
+    """The op's input names: an argument's, or ``"p leaf 1"`` for a container's leaf 1."""
+    out = []
+    for name, tree in zip(arg_names, trees):
+        out.extend([name] if tree is None else [f"{name} leaf {j}" for j in tree[2]])
+    return out
+
+
+def _rebuild(given, trees, xs):
+    """The arguments with ``xs`` (one per input, in input order) in place of their inputs."""
+    it = iter(xs)
+    out = []
+    for a, tree in zip(given, trees):
+        if tree is None:
+            out.append(next(it))
+            continue
+        leaves, structure, positions = tree
+        leaves = list(leaves)
+        for j in positions:
+            leaves[j] = next(it)
+        out.append(tree_unflatten(structure, leaves))
+    return out
+
+
+def _per_argument(res, arg_names, fn):
+    """What ``grad_fn`` returned as one gradient per argument (``res`` itself for one)."""
+    n = len(arg_names)
+    if n == 1:
+        return [res]
+    if isinstance(res, dict):
+        unknown = sorted(set(res) - set(arg_names), key=str)
+        if unknown:
+            raise GradientCountError(
+                f"the gradient function {describe_fn(fn)} returned gradients for "
+                f"{', '.join(map(repr, unknown))}, which are not arguments; its arguments are "
+                f"{', '.join(map(repr, arg_names))}")
+        return [res.get(name) for name in arg_names]
+    if isinstance(res, (tuple, list)) and len(res) == n:
+        return list(res)
+    got = f"{len(res)} gradients" if isinstance(res, (tuple, list)) else f"a {type(res).__name__}"
+    raise GradientCountError(
+        f"the gradient function {describe_fn(fn)} returned {got} for {n} arguments "
+        f"({', '.join(map(repr, arg_names))}); return a tuple with one gradient per argument, "
+        "each with its argument's structure (None for an argument without one)")
+
+
+def _leaf_gradients(per_arg, trees, arg_names, fn, f):
+    """One gradient per input from one per argument: a container's gradient, of its
+    structure, gives its Tensor leaves'. Raises ``GradientCountError`` for another
+    structure, naming ``fn``, the function ``f`` and the argument."""
+    out = []
+    for k, (g, tree) in enumerate(zip(per_arg, trees)):
+        if tree is None:
+            out.append(g)
+            continue
+        leaves, structure, positions = tree
+        if g is None:
+            out.extend([None] * len(positions))
+            continue
+        gl, gs = tree_flatten(g, none_is_leaf=True)
+        if gs != structure:
+            raise GradientCountError(
+                f"the gradient function {describe_fn(fn)} of {describe_fn(f)} returned a "
+                f"gradient of structure {show(gs)} for argument {k} ({arg_names[k]!r}), which "
+                f"has the structure {show(structure)}; return a gradient of the argument's "
+                "structure, with None at a leaf (or for the whole argument) without one")
+        out.extend(gl[j] for j in positions)
+    return out
+
+
+def _jvp_adapter(rule, given, trees):
+    """The op's JVP rule (``CallDef``'s ``jvp(op, *tangents)``, one tangent or ``None`` per
+    input) from ``rule(*tangents)``, one tangent tree per argument."""
+    def jvp(op, *ins):
+        return rule(*(ins[:len(given)] if trees is None else _rebuild(given, trees, ins)))
+
+    jvp.__wrapped__ = rule
+    return jvp
+
+
+def _outputs(y, arg_ids):
+    """Flatten ``y`` (a Tensor or a pytree of them) to fresh-or-own output Tensors, and a
+    function rebuilding its structure."""
     def own(t):
         if isinstance(t, Tensor) and not isinstance(t, Variable) and t._id not in arg_ids:
             return t
         v = t._value if isinstance(t, Tensor) else _backend.asarray(t)
         return Tensor(v)
 
-    if isinstance(y, (tuple, list)):
-        outs = tuple(own(t) for t in y)
-        return outs, lambda o: type(y)(o)
-    return (own(y),), lambda o: o[0]
+    if isinstance(y, Tensor):
+        return (own(y),), _first
+    leaves, structure = tree_flatten(y)
+    return tuple(own(t) for t in leaves), functools.partial(tree_unflatten, structure)
 
 
-def _grad_adapter(grad_fn, variables):
-    if not variables:
+def _first(outs):
+    return outs[0]
+
+
+def _grad_adapter(grad_fn, variables, trees, arg_names, f):
+    """``CallDef``'s ``grad(op, *dys)`` from ``grad_fn(*dys)``: gradients per input (and per
+    Variable read), from ``grad_fn``'s per argument."""
+    def per_input(gin):
+        if trees is None:
+            return gin
+        return _leaf_gradients(_per_argument(gin, arg_names, grad_fn), trees, arg_names,
+                               grad_fn, f)
+
+    if not variables and trees is None:  # the common case, as cheap as can be
         def grad(op, *dys):
             return grad_fn(*dys)
+    elif not variables:
+        def grad(op, *dys):
+            return per_input(grad_fn(*dys))
     else:
         def grad(op, *dys):
             res = grad_fn(*dys, variables=variables)
@@ -183,7 +350,10 @@ def _grad_adapter(grad_fn, variables):
                     f"the gradient function {describe_fn(grad_fn)} is called with "
                     "variables=, so it must return a pair (input_gradients, variable_gradients)")
             gin, gvar = res
-            gin = list(gin) if isinstance(gin, (tuple, list)) else [gin]
+            if trees is None:
+                gin = list(gin) if isinstance(gin, (tuple, list)) else [gin]
+            else:
+                gin = per_input(gin)
             gvar = list(gvar) if isinstance(gvar, (tuple, list)) else [gvar]
             if len(gvar) != len(variables):
                 raise GradientCountError(
