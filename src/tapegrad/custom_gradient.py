@@ -20,8 +20,9 @@ from ._pytree import show, tree_flatten, tree_unflatten
 from ._registry import CallDef, no_gradient, primitive, variable_names
 from ._tensor import _SCALARS, Tensor
 from ._variables import Variable
-from .errors import GradientCountError, VariablesError, describe_fn
-from .ops import astype, clip
+from ._tape import GradientTape
+from .errors import GradientCountError, GradientShapeError, VariablesError, describe_fn
+from .ops import astype, clip, zeros_like
 
 
 class _VariableWatcher:
@@ -100,22 +101,37 @@ def custom_gradient(f=None, *, surrogate=False):
 _STATIC = frozenset((*_SCALARS, str, type(None)))  # arguments that are neither Tensors nor trees
 
 
-def _recorder(f, op_type, surrogate, params, kind="custom_gradient", bound_static=False):
+def _recorder(f, op_type, surrogate, params, kind="custom_gradient", bound_static=False,
+              record_forward=False):
     """``call(bound, *args, **kwargs)``: ``f(*bound, *args, **kwargs)`` (which returns
     ``(y, grad_fn)``) run unrecorded, and recorded as one op of type ``op_type`` whose gradient
     is ``grad_fn``. ``bound`` is ``(self,)`` for a method or ``()``, not an input; with
     ``bound_static`` (``custom_vjp``'s non-differentiable arguments) the Tensors in it are
-    static arguments, not Variables the forward reads. A ``grad_fn`` with a ``_jvp_rule``
+    static arguments, not Variables the forward reads. With ``record_forward``
+    (``custom_vjp``), JAX's levels: only the innermost tape or accumulator that traces an
+    input records the op; the others record the forward's ops, so that they differentiate
+    the forward (and ``grad_fn``'s residuals) by its ops, as JAX's outer transforms do. A
+    ``grad_fn`` with a ``_jvp_rule``
     attribute (``custom_jvp``) gives the op that JVP rule: ``_jvp_rule(*tangents)``, one
     tangent (a tree, ``None`` leaves for none) per argument, returns the outputs' tangents."""
 
     def call(bound, *args, **kwargs):
+        kw_names = [k for k, v in kwargs.items() if isinstance(v, Tensor) or (
+            type(v) not in _STATIC and any(isinstance(x, Tensor) for x in tree_flatten(v)[0]))]
+        given = (*args, *[kwargs[k] for k in kw_names])  # the arguments grad_fn differentiates
+        trees = _trees(given)  # None unless an argument is a container (the common case)
+        inputs = given if trees is None else _leaf_inputs(given, trees)
         state = _records._state
         saved = state.tapes
         watcher = _VariableWatcher()
-        # observers (check-numerics) see the forward's ops; forward-mode accumulators do not:
-        # the op's tangent comes from its custom gradient
-        state.tapes = [watcher, *[t for t in saved if t._observer and not t._differentiates]]
+        if record_forward:  # JAX's levels: the innermost records the op, the others the forward
+            level = _innermost_level(saved, inputs)
+            state.tapes = [watcher, *[t for t in saved if t is not level]]
+        else:
+            level = saved  # truthy: the op is recorded if a tape or accumulator is active
+            # observers (check-numerics) see the forward's ops; forward-mode accumulators do
+            # not: the op's tangent comes from its custom gradient
+            state.tapes = [watcher, *[t for t in saved if t._observer and not t._differentiates]]
         try:
             result = f(*bound, *args, **kwargs)
         finally:
@@ -125,11 +141,6 @@ def _recorder(f, op_type, surrogate, params, kind="custom_gradient", bound_stati
                 f"custom_gradient: {f.__qualname__} must return a pair (y, grad_fn) with grad_fn "
                 f"a function of the output cotangents; it returned {type(result).__name__}")
         y, grad_fn = result
-        kw_names = [k for k, v in kwargs.items() if isinstance(v, Tensor) or (
-            type(v) not in _STATIC and any(isinstance(x, Tensor) for x in tree_flatten(v)[0]))]
-        given = (*args, *[kwargs[k] for k in kw_names])  # the arguments grad_fn differentiates
-        trees = _trees(given)  # None unless an argument is a container (the common case)
-        inputs = given if trees is None else _leaf_inputs(given, trees)
         arg_ids = {a._id for a in inputs if isinstance(a, Tensor)}
         if watcher.variables and bound_static:
             arg_ids.update(x._id for x in tree_flatten(bound)[0] if isinstance(x, Tensor))
@@ -148,7 +159,7 @@ def _recorder(f, op_type, surrogate, params, kind="custom_gradient", bound_stati
                 "`variables` and return (input_gradients, variable_gradients); pass the "
                 "Variables as arguments instead, or mark them trainable=False")
         outs, rebuild = _outputs(y, arg_ids)
-        if saved:
+        if level:
             n = len(args)
 
             def replay(*xs):
@@ -163,7 +174,12 @@ def _recorder(f, op_type, surrogate, params, kind="custom_gradient", bound_stati
                            _grad_adapter(grad_fn, variables, trees, arg_names, f),
                            jvp=None if rule is None else _jvp_adapter(rule, given, trees),
                            replay=replay, function=f, variables=variables, surrogate=surrogate)
-            _records.record(info, (*inputs, *variables), {}, outs)
+            if record_forward:
+                state.tapes = [level]
+            try:
+                _records.record(info, (*inputs, *variables), {}, outs)
+            finally:
+                state.tapes = saved
         return rebuild(outs)
 
     return call
@@ -306,6 +322,23 @@ def _jvp_adapter(rule, given, trees):
 
     jvp.__wrapped__ = rule
     return jvp
+
+
+def _innermost_level(tapes, inputs):
+    """The innermost of ``tapes`` that differentiates (a tape or a forward accumulator) and
+    traces one of ``inputs`` (a tape: watches it, or a trainable Variable it would watch on
+    access; an accumulator: gives it a tangent), or ``None``."""
+    for t in reversed(tapes):
+        if not t._differentiates:
+            continue
+        traced = getattr(t, "_watched", None)
+        if traced is None:  # a ForwardAccumulator
+            traced = t._tangents
+        for a in inputs:
+            if isinstance(a, Tensor) and (a._id in traced or getattr(t, "_watch_vars", False)
+                                          and a._variable and a.trainable):
+                return t
+    return None
 
 
 def _outputs(y, arg_ids):
@@ -466,5 +499,255 @@ def clip_gradient(x, lo, hi):
     return _clip_gradient(x, float(lo), float(hi))
 
 
+# --- JAX's custom_vjp and custom_jvp, on the same machinery -------------------------------------
+class _CustomRule:
+    """What :class:`custom_vjp` and :class:`custom_jvp` share: ``fun``, ``nondiff_argnums``,
+    the call splitting the arguments and recording one op through :func:`_recorder`."""
+
+    # slots: wrappers (tg.function, functools.wraps) copy the instance's __dict__ only
+    __slots__ = ("fun", "nondiff_argnums", "_record", "__dict__", "__weakref__")
+    _kind = ""
+
+    def __init__(self, fun, nondiff_argnums=()):
+        if not callable(fun):
+            raise TypeError(f"tg.{self._kind}: expected a function, got {type(fun).__name__}")
+        nums = (nondiff_argnums,) if isinstance(nondiff_argnums, int) else nondiff_argnums
+        if not all(isinstance(i, int) and i >= 0 for i in nums):
+            raise TypeError(f"tg.{self._kind}: nondiff_argnums must be non-negative ints, got "
+                            f"{nondiff_argnums!r}")
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(sorted(set(nums)))
+        params = _positional_params(fun)
+        names = [p for i, p in enumerate(params) if i not in self.nondiff_argnums]
+        prefix = "CustomVJP" if self._kind == "custom_vjp" else "CustomJVP"
+
+        def forward(nondiff, *diff):
+            return self._forward(nondiff, *diff)
+
+        functools.update_wrapper(forward, fun)  # errors and views name fun
+        self._record = _recorder(forward, f"{prefix}:{getattr(fun, '__name__', 'f')}",
+                                 False, ("nondiff", *names), kind=self._kind,
+                                 bound_static=True, record_forward=self._kind == "custom_vjp")
+
+    def _rule(self):
+        raise NotImplementedError
+
+    def __call__(self, *args, **kwargs):
+        rule = self._rule()
+        if kwargs:  # as JAX: keywords are bound to positions by fun's signature
+            bound = inspect.signature(self.fun).bind(*args, **kwargs)
+            bound.apply_defaults()
+            if bound.kwargs:
+                raise TypeError(f"tg.{self._kind}: {self.__qualname__} takes keyword-only "
+                                f"arguments {sorted(bound.kwargs)}; {self._kind} functions "
+                                "take positional arguments (bind others with functools.partial)")
+            args = bound.args
+        for i in self.nondiff_argnums:
+            if i >= len(args):
+                raise TypeError(f"tg.{self._kind}: nondiff_argnums={self.nondiff_argnums} "
+                                f"names argument {i}, but {self.__qualname__} was called with "
+                                f"{len(args)} positional argument(s)")
+        if not any(t._differentiates for t in _records._state.tapes):  # as JAX: fun itself
+            return self.fun(*args)                                      # when not differentiated
+        nondiff = tuple((i, args[i]) for i in self.nondiff_argnums)
+        diff = [a for i, a in enumerate(args) if i not in self.nondiff_argnums]
+        return self._record((nondiff,), *diff)
+
+    def __repr__(self):
+        return f"<tg.{self._kind} {describe_fn(self.fun)}>"
+
+
+def _merge(nondiff, diff):
+    """All positional arguments from the ``(position, value)`` pairs ``nondiff`` and the
+    others, ``diff``."""
+    args, it = [], iter(diff)
+    fixed = dict(nondiff)
+    for i in range(len(nondiff) + len(diff)):
+        args.append(fixed[i] if i in fixed else next(it))
+    return args
+
+
+class custom_vjp(_CustomRule):  # noqa: N801 - JAX's name
+    """A function with a custom reverse-mode rule (JAX's ``jax.custom_vjp``, same semantics).
+
+    ``f = tg.custom_vjp(fun, nondiff_argnums=())`` (or ``@tg.custom_vjp``, or
+    ``@functools.partial(tg.custom_vjp, nondiff_argnums=(0,))``); then
+    ``f.defvjp(fwd, bwd)``:
+
+    * ``fwd(*args) -> (out, residuals)``: the same arguments as ``fun`` and the same ``out``
+      (a Tensor or a pytree of them); ``residuals`` is anything ``bwd`` needs.
+    * ``bwd(*nondiff_args, residuals, cotangent) -> tuple``: ``cotangent`` has ``out``'s
+      structure and shapes; the result has one cotangent per differentiable positional
+      argument, each with its argument's pytree structure and leaf shapes, ``None`` for a
+      zero one (a leaf's, or a whole argument's).
+
+    ``f(*args)`` returns ``fun(*args)``; under a tape (``GradientTape``, ``tg.grad``, ...) it
+    runs ``fwd`` unrecorded and is recorded as one op whose gradient calls ``bwd``. ``bwd``'s
+    tapegrad ops are recorded by outer tapes, so its result is differentiated again (second
+    order: the derivative of ``bwd``, as in JAX). Forward mode (``tg.jvp``,
+    ``ForwardAccumulator``) takes the transpose of ``bwd`` (JAX refuses ``jvp`` of a
+    ``custom_vjp`` function). Works under ``tg.function``, ``tg.vmap`` and the transforms.
+    Non-differentiable arguments (``nondiff_argnums``) are passed to ``bwd`` first and get no
+    cotangent; a keyword argument is bound to its position by ``fun``'s signature.
+
+    Errors: ``TypeError`` when called before ``defvjp``, when ``fwd`` does not return a pair,
+    for ``nondiff_argnums`` naming a missing argument; ``VariablesError`` when ``fwd`` reads a
+    trainable Variable that is not an argument (it would get no gradient); at gradient time
+    ``GradientCountError`` when ``bwd`` returns another number of cotangents or a cotangent
+    of another structure (naming ``bwd`` and the argument).
+    """
+
+    __slots__ = ("fwd", "bwd")
+    _kind = "custom_vjp"
+
+    def __init__(self, fun, nondiff_argnums=()):
+        super().__init__(fun, nondiff_argnums)
+        self.fwd = self.bwd = None
+
+    def defvjp(self, fwd, bwd):
+        """Set the rule: ``fwd(*args) -> (out, residuals)`` and ``bwd(*nondiff_args, residuals,
+        cotangent) -> tuple of cotangents`` (see :class:`custom_vjp`). Returns ``None``."""
+        if not (callable(fwd) and callable(bwd)):
+            raise TypeError("tg.custom_vjp: defvjp(fwd, bwd) takes two functions, got "
+                            f"{type(fwd).__name__} and {type(bwd).__name__}")
+        self.fwd, self.bwd = fwd, bwd
+
+    def _rule(self):
+        if self.bwd is None:
+            raise TypeError(f"tg.custom_vjp: {self.__qualname__} has no VJP rule yet; call "
+                            f"{self.__name__}.defvjp(fwd, bwd) before calling it (JAX raises "
+                            "AttributeError here)")
+        return self.bwd
+
+    def _forward(self, nondiff, *diff):
+        fwd, bwd = self.fwd, self.bwd
+        result = fwd(*_merge(nondiff, diff))
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise TypeError(f"tg.custom_vjp: the forward rule {describe_fn(fwd)} must return "
+                            f"a pair (out, residuals); it returned {type(result).__name__}")
+        out, residuals = result
+        structure = tree_flatten(out)[1]
+        fixed = [v for _, v in nondiff]
+        n = len(diff)
+
+        def grad_fn(*dys):
+            cts = bwd(*fixed, residuals, tree_unflatten(structure, dys))
+            if not isinstance(cts, (tuple, list)) or len(cts) != n:
+                got = (f"{len(cts)} cotangent(s)" if isinstance(cts, (tuple, list))
+                       else f"a {type(cts).__name__}")
+                raise GradientCountError(
+                    f"the backward rule {describe_fn(bwd)} of tg.custom_vjp "
+                    f"{self.__qualname__} returned {got}; it must return a tuple with one "
+                    f"cotangent per differentiable argument: {n} (None for a zero one)")
+            return cts[0] if n == 1 else tuple(cts)
+
+        grad_fn.__wrapped__ = bwd
+        return out, grad_fn
+
+
+class custom_jvp(_CustomRule):  # noqa: N801 - JAX's name
+    """A function with a custom forward-mode rule (JAX's ``jax.custom_jvp``, same semantics).
+
+    ``f = tg.custom_jvp(fun, nondiff_argnums=())`` (or a decorator); then ``f.defjvp(jvp)``
+    (usable as a decorator) with ``jvp(*nondiff_args, primals, tangents) -> (primal_out,
+    tangent_out)``: ``primals`` and ``tangents`` are tuples with one entry per differentiable
+    argument, a tangent tree of its primal's structure and shapes (zeros for a primal without
+    a tangent); ``tangent_out`` has ``fun``'s output structure and shapes. The rule must be
+    linear in ``tangents`` (as JAX requires).
+
+    ``f(*args)`` returns ``fun(*args)``; under a tape or accumulator it is recorded as one op.
+    Forward mode (``tg.jvp``, ``ForwardAccumulator``, ``jacfwd``) uses the rule's
+    ``tangent_out``. Reverse mode is its transpose: the gradient is the VJP of the linear map
+    ``t -> jvp(primals, t)[1]``, computed by a tape over the tangents (exact, as the rule is
+    linear in them; JAX transposes the rule's linear part the same way). The rule's ops are
+    recorded by outer tapes and accumulators, so derivatives of every order follow from it.
+    The rule's ``primal_out`` is not used (``fun``'s output is).
+
+    Errors: ``TypeError`` when called before ``defjvp``, when the rule does not return a
+    pair; ``GradientShapeError`` when ``tangent_out`` has another structure than the output;
+    ``VariablesError`` when ``fun`` reads a trainable Variable that is not an argument.
+    """
+
+    __slots__ = ("jvp",)
+    _kind = "custom_jvp"
+
+    def __init__(self, fun, nondiff_argnums=()):
+        super().__init__(fun, nondiff_argnums)
+        self.jvp = None
+
+    def defjvp(self, jvp):
+        """Set the rule ``jvp(*nondiff_args, primals, tangents) -> (primal_out,
+        tangent_out)`` (see :class:`custom_jvp`); returns ``jvp``, so it is a decorator."""
+        if not callable(jvp):
+            raise TypeError(f"tg.custom_jvp: defjvp takes a function, got {type(jvp).__name__}")
+        self.jvp = jvp
+        return jvp
+
+    def _rule(self):
+        if self.jvp is None:
+            raise TypeError(f"tg.custom_jvp: {self.__qualname__} has no JVP rule yet; call "
+                            f"{self.__name__}.defjvp(jvp) before calling it")
+        return self.jvp
+
+    def _forward(self, nondiff, *diff):
+        out = self.fun(*_merge(nondiff, diff))
+        leaves, structure = tree_flatten(out)
+        fixed = [v for _, v in nondiff]
+        rule = self.jvp
+
+        def tangents_out(tangents):
+            """The flat tangents of the outputs, ``tangents`` one tree per argument."""
+            tangents = tuple(_zero_tangents(p, t) for p, t in zip(diff, tangents))
+            res = rule(*fixed, tuple(diff), tangents)
+            if not (isinstance(res, (tuple, list)) and len(res) == 2):
+                raise TypeError(f"tg.custom_jvp: the rule {describe_fn(rule)} must return a "
+                                f"pair (primal_out, tangent_out); it returned "
+                                f"{type(res).__name__}")
+            flat, got = tree_flatten(res[1])
+            if got != structure:
+                raise GradientShapeError(
+                    f"the JVP rule {describe_fn(rule)} of tg.custom_jvp {self.__qualname__} "
+                    f"returned a tangent_out of structure {show(got)}; the output has the "
+                    f"structure {show(structure)}: return one tangent per output leaf")
+            return flat
+
+        def grad_fn(*dys):  # the transpose of the rule: the VJP of t -> tangent_out(t)
+            with GradientTape(watch_accessed_variables=False) as tape:
+                ts = [_zero_tangents(p, None) for p in diff]
+                sources = [[x for x in tree_flatten(t)[0] if _differentiable(x)] for t in ts]
+                tape.watch([x for s in sources for x in s])
+                tout = tangents_out(ts)
+            pairs = [(t, d) for t, d in zip(tout, dys) if isinstance(t, Tensor)]
+            flat = iter(tape.gradient([t for t, _ in pairs], [x for s in sources for x in s],
+                                      output_gradients=[d for _, d in pairs]))
+            grads = []
+            for t in ts:
+                gl, gs = tree_flatten(t, none_is_leaf=True)
+                grads.append(tree_unflatten(gs, [next(flat) if _differentiable(x) else None
+                                                 for x in gl]))
+            return grads[0] if len(grads) == 1 else tuple(grads)
+
+        grad_fn.__wrapped__ = rule
+        grad_fn._jvp_rule = lambda *ts: tangents_out(ts)
+        return out, grad_fn
+
+
+def _differentiable(x):
+    return isinstance(x, Tensor) and x.dtype.kind in "fc"
+
+
+def _zero_tangents(primal, tangent):
+    """``tangent`` (a tree of ``primal``'s structure, or ``None``) with zeros of each Tensor
+    leaf's shape and dtype where it has ``None``; a Python number's tangent is its type's
+    zero, other leaves (strings, ``None``) stay as the primal's."""
+    pl, structure = tree_flatten(primal, none_is_leaf=True)
+    tl = [None] * len(pl) if tangent is None else tree_flatten(tangent, none_is_leaf=True)[0]
+    return tree_unflatten(structure, [
+        (zeros_like(p) if t is None else t) if isinstance(p, Tensor)
+        else type(p)(0) if isinstance(p, _SCALARS) else p for p, t in zip(pl, tl)])
+
+
+
 __all__ = ["custom_gradient", "py_function", "numpy_function", "straight_through",
-           "clip_gradient"]
+           "clip_gradient", "custom_vjp", "custom_jvp"]
