@@ -614,3 +614,18 @@ def test_tf_function_of_a_custom_gradient_function_of_a_dict():
     p = {"a": tg.constant(2.0), "b": tg.constant(3.0)}
     g = tg.function(tg.grad(lambda p: tg.sum(scaled(p))), jit_compile=True)(p)
     assert (float(g["a"]), float(g["b"])) == (0.5, 1.0)
+
+
+def test_a_namedtuple_argument_gets_a_gradient_of_its_structure():
+    import collections
+
+    Params = collections.namedtuple("Params", "w b")
+
+    @tg.custom_gradient
+    def affine(p, x):
+        return p.w * x + p.b, lambda dy: (Params(dy * x, dy * 10.0), dy * p.w)
+
+    w, b, x = tg.Variable(2.0), tg.Variable(1.0), tg.Variable(3.0)
+    with tg.GradientTape() as tape:
+        y = affine(Params(w, b), x)
+    assert [float(g) for g in tape.gradient(y, [w, b, x])] == [3.0, 10.0, 2.0]

@@ -1,4 +1,5 @@
-"""``custom_gradient``, ``py_function`` and ``numpy_function``.
+"""``custom_gradient``, JAX's ``custom_vjp`` and ``custom_jvp``, ``py_function`` and
+``numpy_function``.
 
 ``custom_gradient`` follows TensorFlow 2: the decorated function returns ``(y, grad_fn)``; the
 forward runs unrecorded, and one op is recorded whose inputs are the positional arguments (and
@@ -7,6 +8,11 @@ Because ``y`` itself is the recorded output, a ``grad_fn`` written with tapegrad
 and on ``y`` is differentiable again by an outer tape. Intermediates of the forward other than
 ``y`` are constants to outer tapes: a ``grad_fn`` that closes over them gets no second-order
 contribution through them (use the inputs and outputs, or a nested ``custom_gradient``).
+An argument that is a container of Tensors (tuple, list, dict, any pytree) has its Tensor
+leaves as inputs, and its gradient has its structure.
+
+``custom_vjp`` and ``custom_jvp`` have JAX's semantics and are recorded by the same machinery
+(``_recorder``); see their docstrings for how each order of differentiation is obtained.
 """
 from __future__ import annotations
 
