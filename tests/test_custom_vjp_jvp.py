@@ -238,8 +238,9 @@ def test_bwd_returning_the_wrong_number_of_cotangents_is_an_error():
         return g * res[1]  # not a tuple of two
 
     f.defvjp(lambda x, y: (x * y, (x, y)), bad_bwd)
-    with pytest.raises(GradientCountError, match=r"backward rule .*bad_bwd .* returned a Tensor; it "
-                       r"must return a tuple with one cotangent per differentiable argument: 2"):
+    with pytest.raises(GradientCountError, match=r"backward rule .*bad_bwd .* returned a "
+                       r"Tensor; it must return a tuple with one cotangent per differentiable "
+                       r"argument: 2"):
         tg.grad(f)(tg.constant(1.0), tg.constant(2.0))
 
 
