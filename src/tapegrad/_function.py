@@ -64,20 +64,18 @@ _OWN_DIRS = (os.path.dirname(__file__),)
 
 
 def _jax():
-    """The ``jax`` module, set up for tapegrad (64-bit mode is turned on by :func:`_Program`
+    """The ``jax`` module (``config.jax_module``; 64-bit mode is turned on by :func:`_Program`
     around its traces and calls only); raises ``ImportError`` saying how to install it."""
     try:
-        import jax
+        return config.jax_module()
     except ImportError:
         raise ImportError(f"tg.function(jit_compile=True) compiles with XLA through JAX, which "
                           f"is not installed; {_JAX_HINT}, or use jit_compile=False") from None
-    config.configure_jax(jax, process_x64=False)
-    return jax
 
 
 def _has_jax() -> bool:
     try:
-        import jax  # noqa: F401
+        config.jax_module()
     except ImportError:
         return False
     return True
