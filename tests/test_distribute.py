@@ -147,7 +147,7 @@ found["x_local_rows"] = [int(p.shape[0]) for p in s.experimental_local_results(x
 # donation: the step gives the replicated state's old buffers to its new values; a snapshot
 # taken before a step (as a tape's record keeps one) still reads its value after it
 program = next(iter(s._steps[step]._programs.values()))
-found["donated_sets"] = sorted(len(k) for k in program.jitted)
+found["donated"] = len(program.donated)
 pointers = [sh.data.unsafe_buffer_pointer() for sh in device_array(w).addressable_shards]
 snap = w._snapshot()
 s.run(step, args=(x, y))  # w's array is held by snap: not donated
@@ -248,7 +248,7 @@ def test_variables_and_slots_replicated_inputs_sharded(found):
 
 
 def test_the_step_donates_the_replicated_state(found):
-    assert found["donated_sets"][0] == 0 and found["donated_sets"][-1] >= 2  # w, b, slots...
+    assert found["donated"] >= 2  # w, b, slots...
     assert found["buffers_reused"]
     assert found["snapshot_changed"]  # readable after the step, and the old value
 

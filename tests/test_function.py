@@ -634,7 +634,7 @@ def test_a_step_donates_the_old_state_only_nothing_else_holds():
     before = device_array(v).unsafe_buffer_pointer()
     step()  # v's old buffer was donated: XLA wrote the new value into it
     assert device_array(v).unsafe_buffer_pointer() == before
-    assert (0,) in program.jitted  # v (argument 0) donated; w, only read, never
+    assert program.donated == (0,)  # v (argument 0) donated; w, only read, never
     np.testing.assert_array_equal(v.numpy(), [7.0, 15.0, 23.0, 31.0])
     np.testing.assert_array_equal(w.numpy(), [1.0, 1.0, 1.0, 1.0])
 
@@ -675,6 +675,40 @@ def test_no_donation_while_a_tape_records():
         assert device_array(v).unsafe_buffer_pointer() != before
     assert program._donated() == (0,)
     np.testing.assert_array_equal(v.numpy(), [7.0, 15.0, 23.0, 31.0])
+
+
+def test_a_training_step_called_ten_times_compiles_once(caplog):
+    # the first call (state from the host, not donated) and the second (donated) compiled
+    # two programs of one signature
+    import logging
+
+    def train(compiled):
+        w = tg.Variable(np.linspace(-1.0, 1.0, 6).reshape(3, 2), name="w")
+        opt = tg.optimizers.Adam(0.05)
+        opt.build([w])  # its slots made before: a first call that made them would trace again
+        x = tg.constant(np.arange(12.0).reshape(4, 3) / 10)
+
+        def step(x):
+            with tg.GradientTape() as tape:
+                loss = tg.sum(tg.tanh(x @ w) ** 2)
+            opt.apply_gradients(zip([tape.gradient(loss, w)], [w]))
+            return loss
+
+        step = tg.function(step, jit_compile=compiled)
+        losses = [float(step(x)) for _ in range(10)]
+        return w.numpy(), [v.numpy() for v in opt.variables], losses, step
+
+    with jax.log_compiles(True), caplog.at_level(logging.WARNING):
+        w, slots, losses, step = train(True)
+    compiles = [r for r in caplog.records if "Compiling jit(program)" in r.getMessage()]
+    assert len(compiles) == 1
+    (program,) = step._programs.values()
+    assert program.compiled._cache_size() == 1
+    w_eager, slots_eager, losses_eager, _ = train(False)
+    np.testing.assert_allclose(w, w_eager, rtol=1e-13)
+    for a, b in zip(slots, slots_eager):
+        np.testing.assert_allclose(a, b, rtol=1e-13)
+    np.testing.assert_allclose(losses, losses_eager, rtol=1e-13)
 
 
 def test_the_tensors_only_path_gives_what_the_general_path_gives(monkeypatch):

@@ -24,6 +24,8 @@ import os
 
 import numpy as np
 
+from . import config
+
 _SCALARS = (bool, int, float, complex)
 _NAMESPACES: dict[type, object] = {np.ndarray: np}
 _KERNELS: dict[tuple[str, str], object] = {}
@@ -119,11 +121,7 @@ def _import_namespace(name: str):
         raise ImportError(f"TAPEGRAD_ARRAY_BACKEND={name!r}: cannot import it ({e}); install it "
                           "or unset the variable") from e
     if name.split(".")[0] == "jax":  # float64, as on every other backend
-        import jax
-
-        from . import config
-
-        config.configure_jax(jax)
+        config.configure_jax(config.jax_module())
     if not hasattr(module, "__array_api_version__"):
         import array_api_compat
 
@@ -250,6 +248,20 @@ def to_numpy(a):
     except (TypeError, RuntimeError, BufferError, ValueError, NotImplementedError):
         get = getattr(a, "get", None)  # CuPy's explicit copy to the host
         return get() if callable(get) and not isinstance(a, dict) else np.asarray(a)
+
+
+def as_jax(v):
+    """``v`` (an array of any backend, a JAX tracer, a NumPy or Python scalar) as JAX takes
+    it: JAX's arrays and tracers as they are, others as JAX arrays of their dtype through
+    NumPy (``jax.numpy.asarray``: a Python number gives JAX's weakly typed scalar). Float64
+    stays float64 in 64-bit mode only: call it inside ``config.x64_scope`` (or a
+    ``tg.function`` trace). Raises ``ImportError`` without JAX."""
+    jax = config.jax_module()
+    if isinstance(v, jax.Array):  # JAX's tracers are jax.Array instances too
+        return v
+    if not isinstance(v, (np.ndarray, np.generic, int, float, complex)):
+        v = to_numpy(v)
+    return jax.numpy.asarray(v)
 
 
 def mixable_with_jax(values, copies):

@@ -64,20 +64,18 @@ _OWN_DIRS = (os.path.dirname(__file__),)
 
 
 def _jax():
-    """The ``jax`` module, set up for tapegrad (64-bit mode is turned on by :func:`_Program`
+    """The ``jax`` module (``config.jax_module``; 64-bit mode is turned on by :func:`_Program`
     around its traces and calls only); raises ``ImportError`` saying how to install it."""
     try:
-        import jax
+        return config.jax_module()
     except ImportError:
         raise ImportError(f"tg.function(jit_compile=True) compiles with XLA through JAX, which "
                           f"is not installed; {_JAX_HINT}, or use jit_compile=False") from None
-    config.configure_jax(jax, process_x64=False)
-    return jax
 
 
 def _has_jax() -> bool:
     try:
-        import jax  # noqa: F401
+        config.jax_module()
     except ImportError:
         return False
     return True
@@ -518,13 +516,12 @@ class _Program:
             full = [next(it) if k in used else jax.numpy.zeros(*fill[k]) for k in range(n)]
             return fun(*full, *vals[n_used:])
 
-        self.compiled = jax.jit(program)
-        # Donation: the used Variables the program also writes may give their buffers to
-        # their new values, when nothing else holds them (_donated); a jit per donated set
+        # Donation, decided here so that a signature compiles once: the used Variables the
+        # program also writes give their buffers to their new values; a call passes a copy of
+        # those something else holds (_donated)
         changed = set(map(id, self.changed))
-        self.donatable = [k for k, v in enumerate(self.variables) if id(v) in changed]
-        self.jitted = {(): self.compiled}
-        self.program = program
+        self.donated = tuple(k for k, v in enumerate(self.variables) if id(v) in changed)
+        self.compiled = jax.jit(program, donate_argnums=self.donated)
         self.in_x64 = config.x64_caller(jax)
         replay = self._replay_function()
         names = [*[f"args[{i}]" for i in range(len(self.dynamic))],
@@ -553,18 +550,15 @@ class _Program:
         The call is dispatched asynchronously (JAX's default): the returned Tensors and the
         Variables it assigns hold the program's device arrays, which the next call takes as
         they are; the first read of a value on the host waits (``_to_host``)."""
-        compiled = self.compiled
         if self.variables:
-            if self.donatable:  # decided before the inputs list holds the arrays (refcounts)
-                donated = self._donated()
-                if donated:
-                    compiled = self.jitted.get(donated)
-                    if compiled is None:
-                        compiled = self.jitted[donated] = self.jax.jit(
-                            self.program, donate_argnums=donated)
+            # decided before the inputs list holds the arrays (refcounts)
+            copied = self._copied() if self.donated else ()
             inputs = [*_variable_inputs(self.variables, self.jax), *inputs]
+            for k in copied:  # the program deletes what it is given: a copy, made on the device
+                if not isinstance(inputs[k], self.jax.core.Tracer):  # (an outer trace's value:
+                    inputs[k] = self.jax.device_put(inputs[k], may_alias=False)  # not donated)
         try:  # in 64-bit mode, as traced: JAX keys its programs by the setting
-            flat = self.in_x64(compiled, inputs)
+            flat = self.in_x64(self.compiled, inputs)
         except self.jax.errors.JaxRuntimeError as e:  # a callback of tapegrad's raised
             raise _runtime_error(e, self.name) from None
         on_jax = _backend._default.__name__.startswith("jax")  # JAX is the eager backend too
@@ -587,14 +581,21 @@ class _Program:
         return self.jax.tree_util.tree_unflatten(self.out_tree, result)
 
     def _donated(self) -> tuple:
-        """The positions (among the program's arguments) of the Variables whose old device
-        arrays this call donates: those it reads and writes whose array nothing else holds
-        (``sole_device_arrays``: no snapshot, no host copy, no other reference), so no value a
-        user or a tape kept changes. None of them while a tape records (its record holds
-        snapshots of the Variables)."""
+        """The positions (among the program's arguments, ``self.donated``: the Variables it
+        reads and writes) whose Variable's old device array this call donates itself: those
+        whose array nothing else holds (``sole_device_arrays``: no snapshot, no host copy, no
+        other reference), so no value a user or a tape kept changes. None of them while a
+        tape records (its record holds snapshots of the Variables). The others' arrays are
+        copied and the copies donated (:meth:`_copied`), so the program is compiled once."""
         if _records._state.tapes:
             return ()
-        return sole_device_arrays(self.variables, self.donatable)
+        return sole_device_arrays(self.variables, self.donated)
+
+    def _copied(self) -> tuple:
+        """The positions among ``self.donated`` whose arrays this call copies before giving
+        them to the program: those :meth:`_donated` leaves out."""
+        own = self._donated()
+        return () if own == self.donated else tuple(k for k in self.donated if k not in own)
 
     # --- gradients through a call -------------------------------------------------------------
     def _replay_function(self):

@@ -53,15 +53,13 @@ VECTORIZE_MIN_ROWS = 32  # eager Jacobians with fewer reverse passes take them o
 
 
 def _jax():
-    """JAX (configured for tapegrad), or ``None`` without it or when the loop is forced."""
+    """JAX (``config.jax_module``), or ``None`` without it or when the loop is forced."""
     if _FORCE_LOOP:
         return None
     try:
-        import jax
+        return config.jax_module()
     except ImportError:
         return None
-    config.configure_jax(jax)
-    return jax
 
 
 class BatchedValueError(TypeError):
@@ -301,8 +299,9 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
         jax = _jax()
         if jax is None:
             return _loop(who, fun, prepared, out_axes)
-        return _JaxCall(jax, who, fun, prepared, out_axes).run(
-            programs if _COMPILE_EAGER else None)
+        with config.x64_scope(jax):  # float64 stays float64, in this call only
+            return _JaxCall(jax, who, fun, prepared, out_axes).run(
+                programs if _COMPILE_EAGER else None)
 
     batched.__doc__ = f"{describe_fn(fun)} vectorized by tg.vmap"
     return batched
@@ -690,7 +689,7 @@ class _JaxCall:
             self.index, self.result_tree = index._value, result_tree
         try:
             with np.errstate(all="ignore"), config.precision_scope(jax):
-                raw = run(*[_interop._jax_value(jax, v) for v in values])
+                raw = run(*[_backend.as_jax(v) for v in values])
         except ValueError as e:
             if "out_axes is None" in str(e):
                 raise ValueError(f"{who}: out_axes {self.out_axes!r} gives None to an output "
@@ -778,7 +777,8 @@ def vectorized_map(fn, elems, fallback_to_while_loop=True, warn=True):
     if jax is None:
         return _loop(who, one, prepared, 0)
     try:
-        return _JaxCall(jax, who, one, prepared, 0).run()
+        with config.x64_scope(jax):  # float64 stays float64, in this call only
+            return _JaxCall(jax, who, one, prepared, 0).run()
     except BatchedValueError as e:
         if not fallback_to_while_loop:
             raise
@@ -804,6 +804,13 @@ def _vectorized_rows(tape, target, cotangents, sources, unconnected, axis, shape
     jax = _jax()
     if jax is None:
         return None
+    with config.x64_scope(jax):  # float64 stays float64, in this call only
+        return _vectorized_rows_x64(jax, tape, target, cotangents, sources, unconnected, axis,
+                                    shapes)
+
+
+def _vectorized_rows_x64(jax, tape, target, cotangents, sources, unconnected, axis, shapes):
+    """:func:`_vectorized_rows` with JAX loaded and its 64-bit mode on."""
     values = [target._value, *[s._value for s in sources]]
     if not all(isinstance(v, (np.ndarray, np.generic)) or _is_tracer(jax, v)
                or type(v).__module__.startswith("jax") for v in values):

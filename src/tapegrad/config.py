@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import types
 
@@ -92,20 +93,50 @@ def precision_scope(jax):
     return jax.default_matmul_precision("float32")
 
 
-def configure_jax(jax, process_x64=None) -> None:
-    """Set up ``jax`` for tapegrad (called wherever tapegrad first uses it): if
-    ``process_x64``, JAX's 64-bit mode for the whole process. ``tg.function`` passes
-    ``False``: it traces and runs its programs inside :func:`x64_scope`, so the user's own JAX
-    code keeps its setting. ``None`` (the other callers) means ``True`` outside a
-    ``tg.function`` trace: JAX as the default array backend (``TAPEGRAD_ARRAY_BACKEND=
-    jax.numpy``: eager tapegrad computes on JAX arrays, in float64 as on every backend),
-    ``tg.to_jax``/``tg.from_jax``, or control flow compiled on the tracers of the user's own
-    ``jax.jit``; and ``False`` inside one (control flow in a ``tg.function``, already in its
-    scope). Nothing else of JAX's configuration is changed: its CPU dispatch stays
-    asynchronous (its default) unless the user set it otherwise."""
-    if process_x64 is None:
-        process_x64 = not tracing()
-    if process_x64 and not jax.config.jax_enable_x64:
+def jax_module():
+    """The ``jax`` module, fully imported: the one way tapegrad loads JAX. The first call
+    imports it under a lock, so that threads calling it meanwhile wait for the import to
+    finish instead of seeing a half-imported module. Nothing of JAX's configuration is
+    changed (see :func:`configure_jax`). Raises JAX's own ``ImportError`` when it is not
+    installed (or ``sys.modules["jax"]`` is None, as tests make it); callers add what to
+    install."""
+    global _jax
+    jax = _jax
+    if jax is None or sys.modules.get("jax") is not jax:
+        with _jax_lock:
+            import jax
+
+            _jax = jax
+    return jax
+
+
+def loaded_jax():
+    """``jax`` if it is imported (by tapegrad or by the user), else None, without importing it:
+    for the places that only look whether a value is JAX's (a tracer exists only once JAX is
+    imported). While another thread is still importing it, waits for that import to finish
+    (a half-imported module has no ``jax.core`` yet), as :func:`jax_module` does."""
+    jax = sys.modules.get("jax")
+    if jax is None or jax is _jax:
+        return jax
+    try:
+        return jax_module()
+    except ImportError:  # the user's import failed: not loaded
+        return None
+
+
+_jax = None  # jax_module's module, once imported
+_jax_lock = threading.Lock()
+
+
+def configure_jax(jax) -> None:
+    """Turn on JAX's 64-bit mode for the whole process: only where JAX is tapegrad's eager
+    backend (``TAPEGRAD_ARRAY_BACKEND=jax.numpy``: eager tapegrad computes on JAX arrays, in
+    float64 as on every backend). Everything else of tapegrad that runs JAX (``tg.function``,
+    ``tg.to_jax``/``tg.from_jax``, ``tg.vmap``, ``tg.vectorized_map``, vectorized Jacobians)
+    turns it on in its own calls only, with :func:`x64_scope` or :func:`x64_caller`, so the
+    user's own JAX code keeps its setting. Nothing else of JAX's configuration is changed: its
+    CPU dispatch stays asynchronous (its default) unless the user set it otherwise."""
+    if not jax.config.jax_enable_x64:
         jax.config.update("jax_enable_x64", True)
 
 

@@ -31,7 +31,6 @@ Without it the gradient raises ``ValueError``; forward mode always works.
 """
 from __future__ import annotations
 
-import sys
 
 import numpy as np
 
@@ -54,10 +53,7 @@ _ZERO = UnconnectedGradients.ZERO
 
 
 def _jax():
-    import jax
-
-    config.configure_jax(jax)
-    return jax
+    return config.jax_module()
 
 
 def _raw(x):
@@ -68,16 +64,11 @@ def _compiled(leaves) -> bool:
     """Whether a construct builds an XLA op: inside a ``tg.function`` trace, or on tracers."""
     if config.tracing():
         return True
-    jax = sys.modules.get("jax")
+    jax = config.loaded_jax()
     return jax is not None and any(isinstance(_raw(x), jax.core.Tracer) for x in leaves)
 
 
-def _as_jax(a):
-    """A loop's or branch's input or output array as JAX takes it: JAX's and NumPy's as they
-    are, others (another default backend's constants) through NumPy."""
-    if isinstance(a, (np.ndarray, np.generic)) or type(a).__module__.startswith("jax"):
-        return a
-    return np.asarray(_backend.to_numpy(a))
+_as_jax = _backend.as_jax  # a loop's or branch's input or output array as JAX takes it
 
 
 def _tensor(x):

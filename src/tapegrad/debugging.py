@@ -2,9 +2,8 @@
 from __future__ import annotations
 
 import functools
-import sys
 
-from . import _backend, _records
+from . import _backend, _records, config
 from .errors import NumericsError
 
 __all__ = ["enable_check_numerics", "disable_check_numerics", "log"]
@@ -22,7 +21,7 @@ class _NumericsObserver:
 
     def observe(self, opdef, args, attrs, outs):
         op_type = opdef.type
-        jax = sys.modules.get("jax")
+        jax = config.loaded_jax()
         for k, out in enumerate(outs):
             v = out._value
             if not _backend.is_floating(v.dtype):

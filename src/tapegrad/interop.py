@@ -12,9 +12,9 @@ on JAX arrays (tracers included): no conversion of programs, only of the derivat
   ``jax.jvp``, each computed by another ``from_jax`` op: tapegrad differentiates it to any
   order, eagerly and inside ``tg.function``.
 
-Both turn on JAX's 64-bit mode for the whole process (``config.configure_jax``; unlike
-``tg.function``, which scopes it to its own programs), because tapegrad's default floating
-dtype is float64: NumPy float64 inputs stay float64 in JAX.
+Both run JAX with its 64-bit mode on in their own calls only (``config.x64_scope``, as
+``tg.function`` runs its programs), because tapegrad's default floating dtype is float64:
+NumPy float64 inputs stay float64 in JAX; the user's own JAX code keeps its setting.
 """
 from __future__ import annotations
 
@@ -36,11 +36,9 @@ _HINT = 'install JAX with: pip install "tapegrad[jit]"'
 
 def _jax(who):
     try:
-        import jax
+        return config.jax_module()
     except ImportError:
         raise ImportError(f"tg.{who} needs JAX, which is not installed; {_HINT}") from None
-    config.configure_jax(jax)
-    return jax
 
 
 def _is_tracer(jax, a) -> bool:
@@ -52,14 +50,8 @@ def _floating_dtype(dtype) -> bool:
 
 
 def _as_jax(jax, o):
-    """A Tensor's (or a value's) array as JAX takes it: JAX arrays and tracers as they are,
-    others through NumPy."""
-    v = o._value if isinstance(o, Tensor) else o
-    if _is_tracer(jax, v) or type(v).__module__.startswith("jax"):
-        return v
-    if not isinstance(v, (np.ndarray, np.generic, int, float, complex, bool)):
-        v = _backend.to_numpy(v)
-    return jax.numpy.asarray(v)
+    """A Tensor's (or a value's) array as JAX takes it (``_backend.as_jax``)."""
+    return _backend.as_jax(o._value if isinstance(o, Tensor) else o)
 
 
 def _jax_tangents(jax, outs, primal, tangents):
@@ -113,11 +105,11 @@ def to_jax(f):
     ``jacfwd`` of a ``custom_vjp`` function; the ``custom_jvp`` design serves both modes.
 
     Forwards that need concrete values (NumPy code, ``tg.numpy_function``) run as
-    ``jax.pure_callback`` on traced values, as inside ``tg.function``. Calling ``to_jax``
-    turns on JAX's 64-bit mode (``jax_enable_x64``, process-wide; ``tg.function`` scopes it to
-    its programs, this cannot: JAX traces the returned function), so float64 values stay
-    float64; float32 inputs stay float32 unless ``f`` mixes them with
-    float64 values.
+    ``jax.pure_callback`` on traced values, as inside ``tg.function``. ``g`` (and its JVP
+    rule, which JAX may trace later) runs with JAX's 64-bit mode on for its own calls only
+    (``config.x64_scope``; JAX's process-wide ``jax_enable_x64`` is not changed), so float64
+    values stay float64; float32 inputs stay float32 unless ``f`` mixes them with float64
+    values (then ``g`` returns float64 arrays, also to a caller in 32-bit mode).
 
     Limitations: integer and boolean inputs get no tangent (JAX's ``float0``), integer
     outputs a ``float0`` zero tangent; the second-order terms that pass through the *forward*
@@ -154,9 +146,10 @@ def to_jax(f):
         return _as_jax(jax, o)
 
     @functools.wraps(f)
+    @_in_x64(jax)
     def wrapped(*args):
         leaves, treedef = jax.tree_util.tree_flatten(args)
-        values = [_jax_value(jax, x._value if isinstance(x, Tensor) else x) for x in leaves]
+        values = [_as_jax(jax, x) for x in leaves]
         info = {}
 
         def scope(vals):
@@ -164,6 +157,7 @@ def to_jax(f):
                 _NullScope())
 
         @jax.custom_jvp
+        @_in_x64(jax)
         def core(*vals):
             with scope(vals):
                 _, fargs = run(treedef, vals)
@@ -172,6 +166,7 @@ def to_jax(f):
             return [as_jax(o) for o in outs]
 
         @core.defjvp
+        @_in_x64(jax)
         def core_jvp(primals, tangents):
             with scope((*primals, *tangents)):
                 tensors, fargs = run(treedef, primals)
@@ -192,6 +187,19 @@ def to_jax(f):
 
     wrapped.__doc__ = f"{name} as a JAX function (tg.to_jax)"
     return wrapped
+
+
+def _in_x64(jax):
+    """A decorator: the function run with JAX's 64-bit mode on in this thread for each call
+    only (``config.x64_caller``)."""
+    call = config.x64_caller(jax)
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def in_x64(*args):
+            return call(fn, args)
+        return in_x64
+    return decorate
 
 
 class _NullScope:
@@ -236,8 +244,9 @@ def from_jax(jax_fn, name=None):
     and every other nesting work to any order. Only floating inputs and outputs are
     differentiated; integer ones get ``None``.
 
-    Calling ``from_jax``'s op turns on JAX's 64-bit mode (``jax_enable_x64``, process-wide,
-    unlike ``tg.function``), so NumPy float64 inputs stay float64.
+    ``from_jax``'s op (and its gradient and JVP) runs ``jax_fn`` with JAX's 64-bit mode on
+    for the call only (``config.x64_scope``, as ``tg.function``; JAX's process-wide
+    ``jax_enable_x64`` is not changed), so NumPy float64 inputs stay float64.
 
     Raises ``TypeError`` if ``jax_fn`` is not callable or an output leaf is not an array;
     ``ImportError`` without JAX; errors of ``jax_fn`` itself propagate.
@@ -284,15 +293,6 @@ def _is_array(x) -> bool:
         not isinstance(x, (Tensor, type)) and hasattr(x, "__array_namespace__"))
 
 
-def _jax_value(jax, v):
-    """A Tensor's array as JAX takes it: JAX arrays and tracers as they are, others as JAX
-    arrays of the same dtype (via NumPy)."""
-    if _is_tracer(jax, v) or type(v).__module__.startswith("jax"):
-        return v
-    return jax.numpy.asarray(v if isinstance(v, (np.ndarray, np.generic, int, float, complex))
-                             else _backend.to_numpy(v))
-
-
 def _outputs(jax, values, raw_outs):
     """The output arrays as the caller's: JAX's where an input was JAX's (or there were no
     NumPy inputs and the default backend is JAX's), else the default backend's."""
@@ -309,8 +309,8 @@ def _call(jax, flat_fn, op_type, inputs, function):
     """Run ``flat_fn`` (JAX arrays -> list of JAX arrays) on ``inputs`` (Tensors), record
     it as one op with JAX's VJP and JVP, and return its outputs (Tensors)."""
     values = [t._value for t in inputs]
-    with np.errstate(all="ignore"):
-        raw = flat_fn(*[_jax_value(jax, v) for v in values])
+    with np.errstate(all="ignore"), config.x64_scope(jax):
+        raw = flat_fn(*[_backend.as_jax(v) for v in values])
     outs = _outputs(jax, values, raw)
     if _records._state.tapes and any(_floating_dtype(o._value.dtype) for o in outs):
         calldef = CallDef(op_type, [f"args[{k}]" for k in range(len(inputs))],

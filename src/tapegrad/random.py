@@ -19,13 +19,12 @@ example's index (:class:`BatchDraws`): independent per example (see "Batching" i
 from __future__ import annotations
 
 import contextlib
-import sys
 import threading
 import weakref
 
 import numpy as np
 
-from . import _backend
+from . import _backend, config
 from ._tensor import Tensor
 from ._variables import Variable, _binding
 
@@ -56,7 +55,7 @@ class Generator:
 
     def _traced(self):
         """JAX's ``random`` module when this draw is traced by ``tg.function``, else None."""
-        jax = sys.modules.get("jax")
+        jax = config.loaded_jax()
         return jax.random if jax is not None and isinstance(self.key._value,
                                                              jax.core.Tracer) else None
 
@@ -84,7 +83,7 @@ class Generator:
         dtype = _float_dtype("normal", dtype)
         batch = _batch_draws()
         if batch is not None:
-            jrandom = sys.modules["jax"].random
+            jrandom = config.jax_module().random
             return Tensor(mean + stddev * jrandom.normal(batch.next_key(jrandom),
                                                          _check_shape(shape), dtype))
         jrandom = self._traced()
@@ -106,7 +105,7 @@ class Generator:
         jrandom = self._traced()
         batch = _batch_draws()
         if batch is not None:
-            jrandom = sys.modules["jax"].random
+            jrandom = config.jax_module().random
         if dtype.kind in "iu":
             if maxval is None:
                 raise ValueError("uniform: maxval is required for an integer dtype")

@@ -58,7 +58,7 @@ def _jax():
     """The ``jax`` module (with ``jax.export``); ``ImportError`` saying what to install when
     JAX or flatbuffers is missing."""
     try:
-        import jax
+        jax = config.jax_module()
         import jax.export  # noqa: F401
     except ImportError:
         raise ImportError(f"tg.saved_model stores functions as JAX exports; JAX is not "
@@ -69,7 +69,6 @@ def _jax():
         raise ImportError(f"tg.saved_model stores functions as JAX exports, which JAX "
                           f"serializes with flatbuffers, which is not installed: {_HINT} (or "
                           "pip install flatbuffers)") from None
-    config.configure_jax(jax, process_x64=False)
     return jax
 
 
@@ -838,7 +837,6 @@ def load(export_dir):
     st = _safetensors()
     export_dir = os.fspath(export_dir)
     metadata, arrays, blobs = _read(export_dir, st)
-    config.configure_jax(jax)  # from_jax's ops run with 64-bit mode on, as it turns it on
     name = metadata.get("module_name") or "loaded"
     loaded = _Loaded(name=name)
     loaded._variable_paths = [rec["path"] for rec in metadata["variables"]]

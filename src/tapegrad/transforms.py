@@ -23,8 +23,8 @@ with tapegrad ops, so an outer transform or tape differentiates it again (``grad
 from __future__ import annotations
 
 import functools
-import sys
 
+from . import config
 from ._pytree import show as _show
 from ._pytree import tree_flatten as _tree_flatten
 from ._pytree import tree_unflatten as _tree_unflatten
@@ -322,7 +322,7 @@ def _barrier(xs, dys):
     ``dys``, as ``jax.checkpoint`` does: XLA can then neither merge the recomputation back
     into the forward (common-subexpression elimination) nor run it before the cotangents
     exist, so the forward's intermediates are not kept."""
-    jax = sys.modules.get("jax")
+    jax = config.loaded_jax()
     values = [t._value for t in (*xs, *dys) if isinstance(t, Tensor)]
     if jax is None or not any(isinstance(v, jax.core.Tracer) for v in values):
         return

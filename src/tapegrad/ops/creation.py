@@ -20,8 +20,6 @@ the default backend (eager ops compute on it) and put on that device under JAX's
 """
 from __future__ import annotations
 
-import sys
-
 from .. import _backend
 from .. import config as _config
 from .._backend import default_namespace as _default_namespace
@@ -54,7 +52,7 @@ def _placed(array, place) -> Tensor:
     device copy made now, in 64-bit mode, beside ``array`` as its host value)."""
     if place is None:
         return Tensor(array)
-    jax = sys.modules["jax"]  # a jaxlib device was given: JAX is imported
+    jax = _config.jax_module()  # a jaxlib device was given: JAX is imported
     with _config.x64_scope(jax):
         return on_device(jax.device_put(_to_numpy(array), place), None, host=array)
 
