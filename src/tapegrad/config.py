@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import types
 
 _run_eagerly = False
 _tensor_float_32 = False  # see enable_tensor_float_32_execution
 _traces = threading.local()  # tg.function traces open in this thread (``tracing``)
+_on_jax = []  # functions f(jax) for configure_jax to call once (see when_jax_loaded)
 
 
 def tracing() -> bool:
@@ -102,11 +104,25 @@ def configure_jax(jax, process_x64=None) -> None:
     ``tg.to_jax``/``tg.from_jax``, or control flow compiled on the tracers of the user's own
     ``jax.jit``; and ``False`` inside one (control flow in a ``tg.function``, already in its
     scope). Nothing else of JAX's configuration is changed: its CPU dispatch stays
-    asynchronous (its default) unless the user set it otherwise."""
+    asynchronous (its default) unless the user set it otherwise. It first calls the functions
+    left by :func:`when_jax_loaded`."""
+    while _on_jax:
+        _on_jax.pop(0)(jax)
     if process_x64 is None:
         process_x64 = not tracing()
     if process_x64 and not jax.config.jax_enable_x64:
         jax.config.update("jax_enable_x64", True)
+
+
+def when_jax_loaded(f) -> None:
+    """Call ``f(jax)`` now if JAX is imported, else when tapegrad first sets JAX up
+    (:func:`configure_jax`): how ``tg.tree_util``'s registered classes reach
+    ``jax.tree_util`` without importing JAX (seconds) for tapegrad's sake."""
+    jax = sys.modules.get("jax")
+    if jax is not None and hasattr(jax, "tree_util"):
+        f(jax)
+    else:
+        _on_jax.append(f)
 
 
 def x64_enabled(jax) -> bool:
