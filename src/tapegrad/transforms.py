@@ -11,7 +11,8 @@ with tapegrad ops, so an outer transform or tape differentiates it again (``grad
   order, namedtuples, registered classes; ``None`` is an empty subtree) whose leaves are
   Tensors, backend arrays or Python numbers. A differentiated leaf is passed to ``f`` as a
   new Tensor (``tg.identity``), so two arguments holding one Tensor, or ``f`` closing over
-  it, stay distinct as in JAX. Gradients are Tensors with their primal's shape and dtype; unconnected inputs get zeros (as in JAX).
+  it, stay distinct as in JAX. Gradients are Tensors with their primal's shape and dtype;
+  unconnected inputs get zeros (as in JAX).
 * :func:`recompute_grad`: TensorFlow's gradient checkpointing, built on
   :func:`~tapegrad.custom_gradient`.
 
