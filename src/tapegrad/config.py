@@ -104,10 +104,13 @@ def configure_jax(jax, process_x64=None) -> None:
     ``tg.to_jax``/``tg.from_jax``, or control flow compiled on the tracers of the user's own
     ``jax.jit``; and ``False`` inside one (control flow in a ``tg.function``, already in its
     scope). Nothing else of JAX's configuration is changed: its CPU dispatch stays
-    asynchronous (its default) unless the user set it otherwise. It first calls the functions
-    left by :func:`when_jax_loaded`."""
-    while _on_jax:
-        _on_jax.pop(0)(jax)
+    asynchronous (its default) unless the user set it otherwise."""
+    while _on_jax:  # what waited for JAX (when_jax_loaded), once
+        try:
+            f = _on_jax.pop(0)
+        except IndexError:  # another thread took the last one
+            break
+        f(jax)
     if process_x64 is None:
         process_x64 = not tracing()
     if process_x64 and not jax.config.jax_enable_x64:
