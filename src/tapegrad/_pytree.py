@@ -83,24 +83,30 @@ def tree_flatten(tree, is_leaf=None, none_is_leaf=False):
 
 def _structure(x, leaves, none_is_leaf, is_leaf):
     # module-level recursion: a nested recursive function would be a reference cycle that
-    # keeps `leaves` (arrays) alive until the garbage collector runs
-    if is_leaf is not None and is_leaf(x):
-        leaves.append(x)
-        return _LEAF
+    # keeps `leaves` (arrays) alive until the garbage collector runs; the kinds tested inline
+    # (no call per leaf), the common ones first
     t = type(x)
-    if t is tuple or t is list:
-        return t, None, tuple([_structure(c, leaves, none_is_leaf, is_leaf) for c in x])
-    if t is dict:
-        keys = _sorted_keys(x)
-        return dict, keys, tuple([_structure(x[k], leaves, none_is_leaf, is_leaf) for k in keys])
-    if x is None and not none_is_leaf:
-        return None
-    level = _other_node(x, t)
-    if level is None:
-        leaves.append(x)
-        return _LEAF
-    aux, children = level
-    return t, aux, tuple([_structure(c, leaves, none_is_leaf, is_leaf) for c in children])
+    if is_leaf is None or not is_leaf(x):
+        if t is tuple or t is list:
+            return t, None, tuple([_structure(c, leaves, none_is_leaf, is_leaf) for c in x])
+        if t is dict:
+            keys = _sorted_keys(x)
+            return dict, keys, tuple([_structure(x[k], leaves, none_is_leaf, is_leaf)
+                                      for k in keys])
+        if x is None:
+            if not none_is_leaf:
+                return None
+        else:
+            node = _NODES.get(t)
+            if node is not None:
+                children, aux = node[0](x)
+                return t, aux, tuple([_structure(c, leaves, none_is_leaf, is_leaf)
+                                      for c in children])
+            if issubclass(t, tuple) and hasattr(t, "_fields"):  # a namedtuple
+                return t, _NAMEDTUPLE, tuple([_structure(c, leaves, none_is_leaf, is_leaf)
+                                              for c in x])
+    leaves.append(x)
+    return _LEAF
 
 
 def _sorted_keys(d):
