@@ -594,3 +594,63 @@ def test_a_branch_or_body_returning_a_tensor_made_before_as_it_is_passes_its_gra
     want = jax.grad(lambda x, w: jnp.sum(jax.lax.scan(lambda c, _: (w, c * x), 1.0, None,
                                                       length=3)[1]), argnums=(0, 1))(2.0, 3.0)
     np.testing.assert_allclose([g.numpy() for g in got], want, rtol=1e-12)
+
+
+# --- namedtuples and other tg.tree_util nodes through the constructs ----------------------------
+@pytest.mark.parametrize("compiled", COMPILED, ids=["eager", "compiled"])
+def test_scan_with_a_namedtuple_carry_equals_jax(compiled):
+    # the carry was rebuilt with type(x)(generator): "P.__new__() missing 1 required
+    # positional argument"
+    import collections
+
+    P = collections.namedtuple("P", "h c")
+
+    def loss(w, np_=tg, lax=tg.lax):
+        def body(carry, x):
+            h = np_.tanh(carry.h * w + x)
+            return P(h, carry.c + np_.sum(h ** 2)), h[0]
+
+        init = P(np_.ones(3, dtype=np_.float64), np_.zeros((), dtype=np_.float64))
+        carry, ys = lax.scan(body, init, XS if np_ is jnp else tg.constant(XS))
+        assert type(carry) is P
+        return carry.c + np_.sum(ys)
+
+    def loss_jax(w):
+        return loss(w, jnp, jax.lax)
+
+    f = tg.value_and_grad(loss)
+    if compiled:
+        f = tg.function(f, jit_compile=True)
+    value, g = f(tg.constant(W0))
+    with jax.enable_x64(True):
+        want_value, want_g = jax.value_and_grad(loss_jax)(W0)
+    np.testing.assert_allclose(float(value), float(want_value), rtol=1e-12)
+    np.testing.assert_allclose(g.numpy(), np.asarray(want_g), rtol=1e-10)
+
+
+def test_tensorflow_while_loop_with_a_namedtuple_loop_variable():
+    # TensorFlow's documented example (tf.while_loop, "Example using nested structure"): it
+    # raised "Pair.__new__() missing 1 required positional argument: 'k'"
+    import collections
+
+    import tapegrad.compat.tensorflow as tf
+
+    Pair = collections.namedtuple("Pair", "j, k")
+    ijk_0 = (tf.constant(0), Pair(tf.constant(1), tf.constant(2)))
+    i, p = tf.while_loop(lambda i, p: i < 10, lambda i, p: (i + 1, Pair(p.j + p.k, p.j - p.k)),
+                         ijk_0)
+    assert type(p) is Pair and (int(i), int(p.j), int(p.k)) == (10, 32, 64)
+
+
+def test_map_fn_with_a_tuple_of_dtypes_as_fn_output_signature():
+    # a dtype class (tg.float32 is np.float32) was read as its `dtype` attribute, a
+    # descriptor: 'data type "generic\' objects" not understood', for one dtype and a tuple
+    x = tg.constant([1.0, 2.0], dtype=tg.float64)
+    a, b = tg.map_fn(lambda v: (v, v * 2.0), x, fn_output_signature=(tg.float32, tg.float64))
+    assert (a.dtype, b.dtype) == (tg.float32, tg.float64)
+    np.testing.assert_array_equal(a.numpy(), [1.0, 2.0])
+    np.testing.assert_array_equal(b.numpy(), [2.0, 4.0])
+    c = tg.map_fn(lambda v: v * 3.0, x, fn_output_signature=tg.float32)
+    assert c.dtype == tg.float32 and c.numpy().tolist() == [3.0, 6.0]
+    d = tg.map_fn(lambda v: {"s": v}, x, fn_output_signature={"s": tg.TensorSpec((), tg.float32)})
+    assert d["s"].dtype == tg.float32

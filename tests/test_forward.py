@@ -809,3 +809,31 @@ def test_the_sign_of_a_complex_number_has_its_derivative():
     assert got.numpy()[2] == 0.0
     tg.test.check_gradients(tg.sign, [np.array([1.0 + 2.0j, -2.0 + 1.0j])], order=2,
                             modes=("rev", "fwd"))
+
+
+def test_jacfwd_of_pytrees_has_jax_structure_and_values():
+    # jacfwd converted every argument to one Tensor: a dict gave "constant: the value has no
+    # numeric dtype", and jacfwd(grad(f)) of a dict failed with it
+    import collections
+
+    jax = pytest.importorskip("jax")
+    P = collections.namedtuple("P", "u v")
+    d0 = {"w": np.array([0.5, -1.5]), "s": np.array(2.0)}
+
+    def f(d, scale, np_=tg):
+        return P(np_.sin(d["w"]) * d["s"], {"t": np_.sum(d["w"] ** 2) * scale})
+
+    def g(d, np_=tg):
+        return np_.sum(np_.exp(d["w"]) * d["s"] ** 3)
+
+    d = {k: tg.constant(v) for k, v in d0.items()}
+    got = [tg.jacfwd(f)(d, 3.0), tg.jacfwd(tg.grad(g))(d)]
+    with jax.enable_x64(True):
+        want = [jax.jacfwd(lambda d: f(d, 3.0, jax.numpy))(d0),
+                jax.jacfwd(jax.grad(lambda d: g(d, jax.numpy)))(d0)]
+    assert type(got[0]) is P and set(got[0].v["t"]) == {"s", "w"}
+    for got_k, want_k in zip(got, want):
+        assert tg.tree_util.tree_structure(got_k) == tg.tree_util.tree_structure(
+            jax.tree_util.tree_map(np.asarray, want_k))
+        for a, b in zip(tg.tree_util.tree_leaves(got_k), jax.tree_util.tree_leaves(want_k)):
+            np.testing.assert_allclose(a.numpy(), np.asarray(b), rtol=1e-12, atol=1e-12)

@@ -551,3 +551,19 @@ def test_gradient_structures_are_pytrees_with_none_cotangents_allowed():
     grads = tape.gradient([a, b], {"y": y, "x": [x]}, output_gradients=[None, tg.constant(2.0)])
     # a None output gradient stands for ones, as in TensorFlow
     assert float(grads["y"]) == 2.0 + 2.0 and float(grads["x"][0]) == 3.0 + 2.0
+
+
+def test_gradient_sources_and_targets_may_be_namedtuples():
+    # a namedtuple was rebuilt with type(x)(generator): "P.__new__() missing 1 required
+    # positional argument"; TensorFlow's nest (and JAX) keep the namedtuple
+    import collections
+
+    P = collections.namedtuple("P", "a b")
+    a, b = tg.constant([1.0, 2.0]), tg.constant(3.0)
+    with tg.GradientTape() as tape:
+        tape.watch([a, b])
+        y = P(tg.sum(a * b), a * a)
+    g = tape.gradient(y, P(a, b))
+    assert type(g) is P
+    np.testing.assert_array_equal(g.a.numpy(), [3.0 + 2.0, 3.0 + 4.0])  # b + 2a
+    assert float(g.b) == 3.0  # sum(a)

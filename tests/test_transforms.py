@@ -466,3 +466,69 @@ def test_jacobians_of_an_empty_target_are_empty_zeros():
         y = x[:, :0] * 2.0
     assert tape.batch_jacobian(y, x).shape == (3, 0, 2)
     assert tape.jacobian(y, x).shape == (3, 0, 3, 2)
+
+
+# --- pytrees of every kind (tg.tree_util), against JAX in float64 -----------------------------
+def _jax_x64():
+    jax = pytest.importorskip("jax")
+    return jax, jax.enable_x64(True)  # scoped: the process keeps its setting
+
+
+def _assert_trees_close(got, want):
+    jax = pytest.importorskip("jax")
+    assert tg.tree_util.tree_structure(got) == tg.tree_util.tree_structure(
+        jax.tree_util.tree_map(np.asarray, want))
+    for g, w in zip(tg.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(g.numpy(), np.asarray(w), rtol=1e-12, atol=1e-12)
+
+
+def test_grad_of_a_namedtuple_argument_is_that_namedtuple_like_jax():
+    # namedtuples were rebuilt with type(x)(generator): "P.__new__() missing 1 required
+    # positional argument: 'b'"
+    import collections
+
+    P = collections.namedtuple("P", "a b")
+    jax, x64 = _jax_x64()
+    p0 = P(np.array([0.5, -1.0]), np.array(2.0))
+
+    def loss(p, np_=tg):
+        return np_.sum(np_.sin(p.a) * p.b ** 2)
+
+    g = tg.grad(loss)(P(tg.constant(p0.a), tg.constant(p0.b)))
+    with x64:
+        want = jax.grad(lambda p: loss(p, jax.numpy))(p0)
+    assert type(g) is P
+    _assert_trees_close(g, want)
+
+
+def test_hessian_of_a_dict_is_a_dict_of_dicts_like_jax():
+    # the Hessian of a dict argument converted the dict to a Tensor: "constant: the value has
+    # no numeric dtype"
+    jax, x64 = _jax_x64()
+    d0 = {"a": np.array([1.0, 2.0]), "b": np.array(0.5)}
+
+    def f(d, np_=tg):
+        return np_.sum(d["a"] ** 3 * d["b"]) + np_.sin(d["b"]) * d["a"][0]
+
+    d = {k: tg.constant(v) for k, v in d0.items()}
+    h = tg.hessian(f)(d)
+    with x64:
+        want = jax.hessian(lambda d: f(d, jax.numpy))(d0)
+    assert set(h) == {"a", "b"} and set(h["a"]) == {"a", "b"}
+    assert h["a"]["b"].shape == (2,) and h["b"]["a"].shape == (2,) and h["a"]["a"].shape == (2, 2)
+    _assert_trees_close(h, want)
+
+
+def test_hessian_with_argnums_pair_is_a_tuple_of_tuples_like_jax():
+    # argnums=(0, 1) gave "'tuple' object has no attribute 'shape'"
+    jax, x64 = _jax_x64()
+    a0, b0 = np.array([1.0, 2.0]), np.array([3.0, 4.0, -1.0])
+
+    def f(a, b, np_=tg):
+        return np_.sum(a * a) * np_.sum(np_.tanh(b)) + np_.sum(a[:, None] * b[None, :] ** 2)
+
+    h = tg.hessian(f, argnums=(0, 1))(tg.constant(a0), tg.constant(b0))
+    with x64:
+        want = jax.hessian(lambda a, b: f(a, b, jax.numpy), argnums=(0, 1))(a0, b0)
+    assert [[blk.shape for blk in row] for row in h] == [[(2, 2), (2, 3)], [(3, 2), (3, 3)]]
+    _assert_trees_close(h, want)

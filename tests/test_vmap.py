@@ -112,6 +112,24 @@ def test_values_equal_jax_vmap(engine, mode, in_axes, out_axes, args):
     close(got, want)
 
 
+@needs_jax
+def test_namedtuple_arguments_in_axes_and_outputs_equal_jax_vmap(engine, mode):
+    # a namedtuple argument was rebuilt with type(x)(generator): "P.__new__() missing 1
+    # required positional argument"
+    import collections
+
+    P = collections.namedtuple("P", "x s")
+
+    def f(p, np_):
+        return P(np_.sin(p.x) * p.s, np_.sum(p.x ** 2))
+
+    args = (P(XS, B0[0]),)
+    got = run(mode, lambda p: tg.vmap(lambda q: f(q, tg), in_axes=(P(0, None),))(p), *args)
+    want = jax.vmap(lambda q: f(q, jnp), in_axes=(P(0, None),))(*args)
+    assert type(got) is P
+    close(got, want)
+
+
 def test_loop_values_without_jax_reference(monkeypatch):
     """The loop engine alone (runs without JAX): unbatched arguments, negative axes, pytree
     outputs, a Python number output, keyword arguments mapped over axis 0."""

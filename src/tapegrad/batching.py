@@ -34,7 +34,7 @@ import numpy as np
 
 from . import _backend, _records, _structural, config
 from . import random as _random
-from ._pytree import show, tree_flatten, tree_unflatten
+from ._pytree import leaf_paths, show, tree_flatten, tree_unflatten
 from ._tensor import Tensor
 from .ops.creation import convert_to_tensor
 from ._variables import Variable, visible_variables
@@ -92,7 +92,7 @@ def _leaf_axes(spec, tree, where, what, out):
     ``spec`` being a prefix of ``tree`` whose leaves are ints or ``None``."""
     if spec is None or (isinstance(spec, int) and not isinstance(spec, bool)):
         leaves, structure = tree_flatten(tree)
-        for path in _leaf_paths(structure, where):
+        for path in leaf_paths(structure, where):
             out.append((path, spec))
         return
     if isinstance(spec, (tuple, list)):
@@ -115,28 +115,6 @@ def _leaf_axes(spec, tree, where, what, out):
         return
     raise TypeError(f"{what}: the entry for {where} is a {type(spec).__name__} ({spec!r}); "
                     "entries are ints, None, or tuples, lists and dicts of them")
-
-
-def _leaf_paths(structure, prefix):
-    """The names of the leaves of ``structure``, in flattening order."""
-    out = []
-    _walk(structure, prefix, out)
-    return out
-
-
-def _walk(structure, prefix, out):
-    if structure is None:
-        return
-    if not isinstance(structure, tuple):  # the leaf marker
-        out.append(prefix)
-        return
-    kind, children = structure
-    if kind is dict:
-        for k, c in children:
-            _walk(c, f"{prefix}[{k!r}]", out)
-    else:
-        for k, c in enumerate(children):
-            _walk(c, f"{prefix}[{k}]", out)
 
 
 def _is_array_leaf(x) -> bool:

@@ -9,6 +9,7 @@ import types
 _run_eagerly = False
 _tensor_float_32 = False  # see enable_tensor_float_32_execution
 _traces = threading.local()  # tg.function traces open in this thread (``tracing``)
+_on_jax = []  # functions f(jax) for configure_jax to call once (see when_jax_loaded)
 
 
 def tracing() -> bool:
@@ -106,6 +107,8 @@ def jax_module():
         with _jax_lock:
             import jax
 
+            while _on_jax:  # what waited for JAX (when_jax_loaded), once
+                _on_jax.pop(0)(jax)
             _jax = jax
     return jax
 
@@ -138,6 +141,20 @@ def configure_jax(jax) -> None:
     CPU dispatch stays asynchronous (its default) unless the user set it otherwise."""
     if not jax.config.jax_enable_x64:
         jax.config.update("jax_enable_x64", True)
+
+
+def when_jax_loaded(f) -> None:
+    """Call ``f(jax)`` now if JAX is imported, else when tapegrad first loads JAX
+    (:func:`jax_module`): how ``tg.tree_util``'s registered classes reach
+    ``jax.tree_util`` without importing JAX (seconds) for tapegrad's sake."""
+    with _jax_lock:
+        jax = _jax
+        if jax is None:
+            _on_jax.append(f)
+    if jax is not None:
+        f(jax)
+    else:
+        loaded_jax()  # imported by the user: jax_module calls f now
 
 
 def x64_enabled(jax) -> bool:

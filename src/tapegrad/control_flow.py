@@ -35,6 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _backend, _records, config
+from ._pytree import leaf_paths as _paths
 from ._pytree import show, tree_flatten, tree_unflatten
 from ._registry import CallDef
 from ._tape import GradientTape, UnconnectedGradients
@@ -93,39 +94,6 @@ def _carry_changed(where, name, got, want, hint=""):
     return TypeError(f"{where}: the body returned {name} with {_describe(got)}, but it entered "
                      f"the loop with {_describe(want)}; a loop variable keeps its shape and "
                      f"dtype in every iteration (pad it to a fixed shape, or cast it{hint})")
-
-
-def _paths(structure, prefix):
-    """The name of each leaf of ``structure`` (``loop_vars[0]['h']``), in flattening order."""
-    numbered = tree_unflatten(structure, _Counter())
-    names = [None] * len(tree_flatten(numbered)[0])
-    _name_leaves(numbered, prefix, names)
-    return names
-
-
-class _Counter:
-    """An iterator of 0, 1, 2, ...: leaf numbers, to name each leaf of a structure."""
-
-    def __init__(self):
-        self.n = -1
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        self.n += 1
-        return self.n
-
-
-def _name_leaves(tree, prefix, names):
-    if isinstance(tree, int):
-        names[tree] = prefix
-    elif isinstance(tree, (list, tuple)):
-        for k, c in enumerate(tree):
-            _name_leaves(c, f"{prefix}[{k}]", names)
-    elif isinstance(tree, dict):
-        for k, c in tree.items():
-            _name_leaves(c, f"{prefix}[{k!r}]", names)
 
 
 # --- tracing a body alone: what it captures, assigns and returns -------------------------------
@@ -1155,9 +1123,9 @@ def map_fn(fn, elems, dtype=None, parallel_iterations=None, back_prop=True,
     leaves, structure = tree_flatten(out)
     sig = tree_flatten(signature)[0] if isinstance(signature, (list, tuple, dict)) else (
         [signature] * len(leaves))
-    return tree_unflatten(structure, [
-        a if s is None or a.dtype == getattr(s, "dtype", s) else astype(a, getattr(s, "dtype", s))
-        for a, s in zip(leaves, sig)])
+    dtypes = [s if s is None or isinstance(s, type) else getattr(s, "dtype", s) for s in sig]
+    return tree_unflatten(structure, [a if d is None or a.dtype == d else astype(a, d)
+                                      for a, d in zip(leaves, dtypes)])
 
 
 # --- linear solves with implicit gradients -----------------------------------------------------

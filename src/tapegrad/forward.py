@@ -23,13 +23,14 @@ import sys
 import warnings
 
 from . import _backend, _records, _tape
+from ._pytree import tree_flatten, tree_unflatten
 from ._records import Dropped
 from ._tape import GradientTape, UnconnectedGradients, _flatten, _unflatten, _zeros_for
 from ._tensor import Tensor
 from .ops.creation import convert_to_tensor
 from ._views import OperationView
 from .errors import GradientShapeError, GradientTypeError, describe_fn
-from .ops import astype, broadcast_to, conj, real, reshape, stack, zeros, zeros_like
+from .ops import astype, broadcast_to, conj, identity, real, reshape, stack, zeros, zeros_like
 from .ops import sum as _sum
 
 __all__ = ["ForwardAccumulator", "jvp", "jacfwd"]
@@ -315,30 +316,51 @@ def jvp(f, primals, tangents):
 def jacfwd(f, argnums=0):
     """The Jacobian of ``f`` with respect to argument(s) ``argnums``, by forward mode: one JVP
     per input element (JAX's ``jax.jacfwd``; cheaper than reverse mode when inputs are fewer
-    than outputs). ``f`` returns one Tensor of shape ``T``; the Jacobian for an argument of
-    shape ``S`` has shape ``T + S`` (a tuple of them for a tuple ``argnums``).
+    than outputs). Arguments and outputs may be pytrees (``tg.tree_util``: tuples, lists,
+    dicts, namedtuples, registered classes). For an output leaf of shape ``T`` (dtype ``D``)
+    and an argument leaf of shape ``S`` the block has shape ``T + S`` (dtype ``D``); the result
+    has ``f``'s output structure, each output leaf replaced by the structure of argument
+    ``argnums`` (an int) or by a tuple of such trees (a tuple of ints), as in JAX. The
+    differentiated leaves reach ``f`` as new Tensors (``tg.identity``: a Tensor passed twice
+    is two inputs, as in JAX); the other arguments as they are.
     """
     def jac(*args):
-        args = _as_tensors(args)
         nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
-        out = []
+        args = list(args)
+        sources = []  # per differentiated argument: its structure and its leaves as passed
         for i in nums:
-            x = args[i]
-            cols = []
+            leaves, structure = tree_flatten(args[i])
+            xs = [identity(x) for x in _as_tensors(leaves)]
+            args[i] = tree_unflatten(structure, xs)
+            sources.append((structure, xs))
+        flat = [x for _, xs in sources for x in xs]
+        columns = [[] for _ in flat]  # per source leaf, per element: the outputs' tangents
+        outs = None
+        for x, cols in zip(flat, columns):
             for j in range(x.size):
-                e = reshape(_onehot(x, j), x.shape)
-                with ForwardAccumulator(x, e) as acc:
-                    y = f(*args)
-                cols.append(acc.jvp(y, unconnected_gradients=UnconnectedGradients.ZERO))
-            if not cols:
-                y = f(*args)
-                out.append(zeros(tuple(y.shape) + tuple(x.shape), dtype=y.dtype))
-                continue
-            j = stack(cols, axis=-1)
-            out.append(reshape(j, tuple(cols[0].shape) + tuple(x.shape)))
-        return out[0] if isinstance(argnums, int) else tuple(out)
+                with ForwardAccumulator(x, reshape(_onehot(x, j), x.shape)) as acc:
+                    outs, out_structure = tree_flatten(f(*args))
+                    outs = _as_tensors(outs)
+                cols.append(acc.jvp(outs, unconnected_gradients=UnconnectedGradients.ZERO))
+        if outs is None:  # no input elements: the outputs' shapes from one call
+            outs, out_structure = tree_flatten(f(*args))
+            outs = _as_tensors(outs)
+        blocks = []
+        for k, y in enumerate(outs):
+            it = (_block(y, x, [c[k] for c in cols]) for x, cols in zip(flat, columns))
+            trees = tuple(tree_unflatten(s, [next(it) for _ in xs]) for s, xs in sources)
+            blocks.append(trees[0] if isinstance(argnums, int) else trees)
+        return tree_unflatten(out_structure, blocks)
 
     return jac
+
+
+def _block(y, x, cols):
+    """The Jacobian block of output ``y`` with respect to input ``x`` from its columns (one
+    tangent of ``y`` per element of ``x``): shape ``y.shape + x.shape``."""
+    if not cols:
+        return zeros(tuple(y.shape) + tuple(x.shape), dtype=y.dtype)
+    return reshape(stack(cols, axis=-1), tuple(y.shape) + tuple(x.shape))
 
 
 def _onehot(x, j):

@@ -187,7 +187,8 @@ def _linear_solve(matvec, vecmat, b, solve, transpose_solve, has_aux=False):
         def grad_fn(*dys, variables=()):
             cts = [d if d is not None else zeros_like(x) for d, x in zip(dys, x_leaves)]
             u = _linear_solve(vecmat, matvec, tree_unflatten(structure, cts), transpose_solve,
-                              solve)
+                              solve, has_aux)
+            u = u[0] if has_aux else u  # transpose_solve returns (x, aux) too, as in JAX
             u_leaves = tree_flatten(u)[0]
             sources = [*params, *variables]
             with _cf.GradientTape(watch_accessed_variables=False) as tape:

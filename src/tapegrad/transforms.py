@@ -7,11 +7,12 @@ registered, overridden: a custom rule is respected) and they nest: the gradient 
 with tapegrad ops, so an outer transform or tape differentiates it again (``grad(grad(f))``).
 
 * :func:`grad`, :func:`value_and_grad`, :func:`vjp`, :func:`jacrev`: JAX's semantics.
-  Arguments and outputs may be pytrees: tuples, lists and dicts (dicts in sorted key order, as
-  JAX; ``None`` is an empty subtree) whose leaves are Tensors, backend arrays or Python
-  numbers. A differentiated leaf is passed to ``f`` as a new Tensor (``tg.identity``), so two
-  arguments holding one Tensor, or ``f`` closing over it, stay distinct as in JAX. Gradients
-  are Tensors with their primal's shape and dtype; unconnected inputs get zeros (as in JAX).
+  Arguments and outputs may be pytrees (``tg.tree_util``: tuples, lists, dicts in sorted key
+  order, namedtuples, registered classes; ``None`` is an empty subtree) whose leaves are
+  Tensors, backend arrays or Python numbers. A differentiated leaf is passed to ``f`` as a
+  new Tensor (``tg.identity``), so two arguments holding one Tensor, or ``f`` closing over
+  it, stay distinct as in JAX. Gradients are Tensors with their primal's shape and dtype;
+  unconnected inputs get zeros (as in JAX).
 * :func:`recompute_grad`: TensorFlow's gradient checkpointing, built on
   :func:`~tapegrad.custom_gradient`.
 
@@ -332,9 +333,12 @@ def _barrier(xs, dys):
 
 
 def hessian(f, argnums=0):
-    """The Hessian of a scalar ``f`` with respect to argument ``argnums`` (an int), by forward
+    """The Hessian of a scalar ``f`` with respect to argument(s) ``argnums``, by forward
     over reverse, ``jacfwd(grad(f))`` (JAX's ``jax.hessian``): shape ``S + S`` for an argument
-    of shape ``S``. Errors as :func:`grad`."""
+    of shape ``S``. For pytrees, as in JAX, the block of leaves ``a`` and ``b`` (shapes
+    ``A + B``) sits in the argument's structure nested in itself (a dict argument gives a dict
+    of dicts, ``h[ka][kb]``); a tuple ``argnums`` gives a tuple of tuples,
+    ``h[i][j]`` for arguments ``argnums[i]`` and ``argnums[j]``. Errors as :func:`grad`."""
     return jacfwd(grad(f, argnums), argnums)
 
 
