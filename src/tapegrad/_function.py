@@ -753,7 +753,7 @@ class _HostCallback:
     of the inputs' shapes, at trace time. The op's gradient is still the registered one."""
 
     def wants(self, error, opdef) -> bool:
-        jax = sys.modules.get("jax")
+        jax = config.loaded_jax()
         return jax is not None and opdef.type not in _DATA_DEPENDENT and isinstance(
             error, (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError,
                     jax.errors.TracerIntegerConversionError, jax.errors.TracerBoolConversionError))

@@ -911,7 +911,7 @@ def _trip_bound(where, bound):
             raise TypeError(f"{where}: maximum_iterations must be an int or a 0-d integer "
                             f"Tensor, got one of {_describe(_spec(t))}; cast it with "
                             "tg.astype(n, tg.int32) or reduce it to a scalar")
-        jax = sys.modules.get("jax")
+        jax = config.loaded_jax()
         if jax is not None and isinstance(t._value, jax.core.Tracer):
             return t._value
         bound = t._value

@@ -540,7 +540,7 @@ class _CustomRule:
         raise NotImplementedError
 
     def __call__(self, *args, **kwargs):
-        rule = self._rule()
+        self._rule()  # raises before defvjp / defjvp
         if kwargs:  # as JAX: keywords are bound to positions by fun's signature
             bound = inspect.signature(self.fun).bind(*args, **kwargs)
             bound.apply_defaults()
