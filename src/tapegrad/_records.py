@@ -62,6 +62,35 @@ def remove_observer(observer) -> None:
     _state.tapes = [t for t in _state.tapes if t is not observer]
 
 
+class trace_stack:
+    """``with trace_stack(entries) as outer:``: within the block, this thread's trace stack is
+    ``entries`` (a list of tapes, forward-mode accumulators and observers, innermost last;
+    ``outer`` is the stack it replaces, which is put back however the block ends). The one way
+    a transformation above the core enters, pauses or filters the stack: each entry says by
+    its protocol what it does with an op (``_observer``: only sees it; ``_differentiates``:
+    takes part in derivatives; ``_watch_vars``: notes the Variables read)."""
+
+    __slots__ = ("entries", "outer")
+
+    def __init__(self, entries):
+        self.entries = entries
+
+    def __enter__(self):
+        self.outer = _state.tapes
+        _state.tapes = self.entries
+        return self.outer
+
+    def __exit__(self, *exc):
+        _state.tapes = self.outer
+        return False
+
+
+def trace_entries():
+    """This thread's trace stack (a list, innermost last; never mutated: replace it with
+    :class:`trace_stack`)."""
+    return _state.tapes
+
+
 def backward_state():
     """``(tape, op)`` while a gradient is computed in this thread: the tape whose ``gradient``
     runs and the :class:`Operation` whose gradient function runs (``None`` when between ops);

@@ -127,21 +127,18 @@ def _recorder(f, op_type, surrogate, params, kind="custom_gradient", bound_stati
         given = (*args, *[kwargs[k] for k in kw_names])  # the arguments grad_fn differentiates
         trees = _trees(given)  # None unless an argument is a container (the common case)
         inputs = given if trees is None else _leaf_inputs(given, trees)
-        state = _records._state
-        saved = state.tapes
+        saved = _records.trace_entries()
         watcher = _VariableWatcher()
         if record_forward:  # JAX's levels: the innermost records the op, the others the forward
             level = _innermost_level(saved, inputs)
-            state.tapes = [watcher, *[t for t in saved if t is not level]]
+            entries = [watcher, *[t for t in saved if t is not level]]
         else:
             level = saved  # truthy: the op is recorded if a tape or accumulator is active
             # observers (check-numerics) see the forward's ops; forward-mode accumulators do
             # not: the op's tangent comes from its custom gradient
-            state.tapes = [watcher, *[t for t in saved if t._observer and not t._differentiates]]
-        try:
+            entries = [watcher, *[t for t in saved if t._observer and not t._differentiates]]
+        with _records.trace_stack(entries):
             result = f(*bound, *args, **kwargs)
-        finally:
-            state.tapes = saved
         if not (isinstance(result, tuple) and len(result) == 2 and callable(result[1])):
             raise TypeError(
                 f"custom_gradient: {f.__qualname__} must return a pair (y, grad_fn) with grad_fn "
@@ -180,12 +177,8 @@ def _recorder(f, op_type, surrogate, params, kind="custom_gradient", bound_stati
                            _grad_adapter(grad_fn, variables, trees, arg_names, f),
                            jvp=None if rule is None else _jvp_adapter(rule, given, trees),
                            replay=replay, function=f, variables=variables, surrogate=surrogate)
-            if record_forward:
-                state.tapes = [level]
-            try:
+            with _records.trace_stack([level] if record_forward else saved):
                 _records.record(info, (*inputs, *variables), {}, outs)
-            finally:
-                state.tapes = saved
         return rebuild(outs)
 
     return call

@@ -245,13 +245,9 @@ def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
     params, out_structure, specs = _cf._reads(f, tree_unflatten(structure, leaves))
     _check_like(where_, "f", out_structure, specs, structure, leaves, names)
 
-    state = _records._state
-    saved = state.tapes
-    state.tapes = [t for t in saved if t._observer and not t._differentiates]
-    try:  # the iterations are not recorded: the root's derivatives are the rules below
-        result = solve(f, tree_unflatten(structure, list(leaves)))
-    finally:
-        state.tapes = saved
+    paused = [t for t in _records.trace_entries() if t._observer and not t._differentiates]
+    with _records.trace_stack(paused):  # the iterations are not recorded: the root's
+        result = solve(f, tree_unflatten(structure, list(leaves)))  # derivatives are below
     x, aux = result if has_aux else (result, None)
     x_leaves, x_structure = _flat_tensors(x)
     _check_like(where_, "solve", x_structure, [_cf._spec(a) for a in x_leaves], structure,
