@@ -604,6 +604,7 @@ class _Program:
 
         def replay(*tensors):
             with bind_variables([(v, t._value) for v, t in zip(variables, tensors[n_dyn:])]):
+                _read_as(variables, tensors[n_dyn:])
                 args, kwargs = self._arguments(tensors[:n_dyn])
                 out_leaves = _jax().tree_util.tree_leaves(self.func(*args, **kwargs))
                 return [o for o in out_leaves if isinstance(o, Tensor)]
@@ -619,6 +620,26 @@ class _Program:
         inputs = [leaves[k] if isinstance(leaves[k], Tensor) else Tensor(_raw(leaves[k]))
                   for k in self.dynamic]
         record(self.calldef, (*inputs, *variables), {}, tuple(outs))
+
+
+def _read_as(variables, tensors):
+    """Make the tapes and accumulators that trace ``tensors[k]`` trace ``variables[k]`` (bound
+    to its value) as a function of it: one identity op per pair, from the tensor to the
+    Variable's id. A replay binds the Variables to the values of its inputs; without this, the
+    Variable's reads would be recorded as reads of the Variable only, so a tape or accumulator
+    that differentiates the replay with respect to those inputs (the gradient of a compiled
+    call's gradient, forward over reverse) would see no dependence on them: a zero, not an
+    error, for every derivative of order two and more in a Variable."""
+    for v, t in zip(variables, tensors):
+        if t._id != v._id and _backend.is_floating(t.dtype):
+            read = Tensor(t._value)
+            read._id = v._id
+            record(_READ_AS, (t,), {}, (read,))
+
+
+# the Variable, bound to an input of a replay, reads that input: the identity
+_READ_AS = _registry.CallDef("ReadBoundVariable", ("value",), lambda op, dy: [dy],
+                             jvp=lambda op, t: t, is_custom=False)
 
 
 def _raw(x):

@@ -538,10 +538,11 @@ def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
     captures, state = _merge([found_c, found_b])
     ns = len(state)
     body = _bound(body_fn, state)
+    cond = _bound(lambda ts: [cond_fn(ts)], state)  # it reads what the body assigned
     bound = maximum_iterations is not None
 
     def jcond(c):
-        ok = _isolated(lambda ts: [cond_fn(ts)], [Tensor(a) for a in c[ns:ns + n]])[0][0]._value
+        ok = _isolated(cond, [Tensor(a) for a in c[:ns + n]])[0][0]._value
         return jax.numpy.logical_and(ok, c[-1] < maximum_iterations) if bound else ok
 
     def jbody(c):
