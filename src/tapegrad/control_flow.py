@@ -41,7 +41,7 @@ from ._registry import CallDef
 from ._tape import GradientTape, UnconnectedGradients
 from ._tensor import Tensor
 from ._tensor import _ids as _tensor_ids
-from ._variables import Variable, visible_variables
+from ._variables import Variable, bind_variables, visible_variables
 from .errors import describe_fn
 from .forward import ForwardAccumulator
 from .ops import (astype, concat, convert_to_tensor, expand_dims, logical_and, stack, zeros,
@@ -274,8 +274,25 @@ def _bound(fn, state):
 def _record(op_type, names, inputs, outs, grad, jvp):
     if _records._state.tapes and any(_floating(o) for o in outs):
         grad.__name__ = f"{op_type}_vjp"
+        read = [k for k, a in enumerate(inputs) if isinstance(a, Variable)]
+        if read:
+            grad, jvp = _at_read(grad, inputs, read), _at_read(jvp, inputs, read)
         entry = CallDef(op_type, names, grad, jvp=jvp, replay_error="call the construct again")
         _records.record(entry, tuple(inputs), {}, tuple(outs))
+
+
+def _at_read(rule, inputs, read):
+    """The gradient or JVP ``rule(op, *ds)`` of a construct that read the Variables among its
+    ``inputs`` (at the positions ``read``), run with them bound to the values its record kept:
+    the bodies it runs again read what the construct read, not what the Variables hold when
+    the rule runs (assigned since, or bound to another value: the gradient of a compiled
+    call's gradient, whose reads would otherwise count twice)."""
+    def run(op, *ds):
+        with bind_variables([(inputs[k], op.inputs[k]._value) for k in read]):
+            return rule(op, *ds)
+
+    run.__name__ = rule.__name__
+    return run
 
 
 # --- scan ------------------------------------------------------------------------------------
