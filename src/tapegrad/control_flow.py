@@ -173,7 +173,7 @@ class _Guard:
             if isinstance(a, Tensor) and a._id < self.first and a._id not in self.allowed:
                 raise RuntimeError(
                     f"{self.where}: run again for its gradient, a body or branch read a "
-                    f"tensor (shape {tuple(a.shape)}) that it did not read when it ran: a name "
+                    f"{_describe_capture(a)} that it did not read when it ran: a name "
                     "it closes over was rebound after the construct ran (Python closures "
                     "bind late, e.g. `c = tg.cond(p, lambda: c * 2, ...)`). Bind the value "
                     "when the function is made (`lambda c=c: c * 2`) or use a new name")
@@ -199,6 +199,13 @@ def _merge(founds):
         state.update((id(v), v) for v in f.assigned)
         captures.update((id(c), c) for c in f.captures)
     return [c for i, c in captures.items() if i not in state], list(state.values())
+
+
+def _differentiated(captures, state):
+    """The tensors besides its loop variables and slices that a construct's record
+    differentiates: its captures and the floating Variables it assigns, whose every read is
+    differentiated as a read of the Variable, as eagerly (an assignment is not recorded)."""
+    return [*captures, *[v for v in state if _floating(v)]]
 
 
 class _Found:
@@ -315,7 +322,8 @@ def _scan_flat(step, carries, xs, length, reverse=False, unroll=1, where="tg.lax
         if want != got:
             raise _carry_changed(where, name, got, want)
     ny = len(found.outs) - nc
-    state, captures = found.assigned, found.captures
+    state = found.assigned
+    captures = _differentiated(found.captures, state)
     ns = len(state)
     full = _bound(flat, state)  # (state, carries, x) -> (carries, ys, state)
 
@@ -466,6 +474,7 @@ def _switch_flat(index, branches, where="tg.switch_case", names=None):
                     f"{_describe(b)} from {name}; every branch must return the same shapes "
                     "and dtypes (cast or reshape inside the branch)")
     captures, state = _merge(founds)
+    captures = _differentiated(captures, state)
     n_out = len(first.outs)
     fulls = [_bound(lambda ts, b=b: b(), state) for b in branches]
 
@@ -553,6 +562,7 @@ def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
     if maximum_iterations is not None and recording:
         return _bounded_while(cond_fn, body_fn, loop_vars, maximum_iterations, where, names)
     captures, state = _merge([found_c, found_b])
+    captures = _differentiated(captures, state)
     ns = len(state)
     body = _bound(body_fn, state)
     cond = _bound(lambda ts: [cond_fn(ts)], state)  # it reads what the body assigned
