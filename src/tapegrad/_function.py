@@ -38,6 +38,7 @@ here; this module only decides what is an input, what is state and what is an ou
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import inspect
 import os
@@ -604,14 +605,17 @@ class _Program:
         variables = self.variables
         n_dyn = len(self.dynamic)
 
+        def unbound(*tensors):  # the Variables as they are bound
+            args, kwargs = self._arguments(tensors)
+            out_leaves = _jax().tree_util.tree_leaves(self.func(*args, **kwargs))
+            return [o for o in out_leaves if isinstance(o, Tensor)]
+
         def replay(*tensors):
-            with bind_variables([(v, t._value) for v, t in zip(variables, tensors[n_dyn:])]):
-                args, kwargs = self._arguments(tensors[:n_dyn])
-                out_leaves = _jax().tree_util.tree_leaves(self.func(*args, **kwargs))
-                return [o for o in out_leaves if isinstance(o, Tensor)]
+            with _bound_to(variables, tensors[n_dyn:]):
+                return unbound(*tensors[:n_dyn])
 
         replay.__name__ = self.name
-        replay.variables = variables
+        replay.variables, replay.unbound = variables, unbound
         return replay
 
     def _record(self, leaves, variables, outs):
@@ -621,6 +625,31 @@ class _Program:
         inputs = [leaves[k] if isinstance(leaves[k], Tensor) else Tensor(_raw(leaves[k]))
                   for k in self.dynamic]
         record(self.calldef, (*inputs, *variables), {}, tuple(outs))
+
+
+@contextlib.contextmanager
+def _bound_to(variables, tensors):
+    """Within the block, each of ``variables`` reads the value of the Tensor of ``tensors`` at
+    its position (``bind_variables``), and the tapes and accumulators that trace the Tensor
+    trace the Variable as a function of it: one identity op per pair, from the Tensor to the
+    Variable's id. A compiled call's replay and gradient run so, on the values the call read;
+    without the identity, reads of the Variable would be recorded as reads of the Variable
+    only, and a tape or accumulator that differentiates them with respect to those Tensors
+    (the gradient of a compiled call's gradient, forward over reverse) would see no
+    dependence on them: a zero, not an error, for every derivative of order two and more in
+    a Variable."""
+    with bind_variables([(v, t._value) for v, t in zip(variables, tensors)]):
+        for v, t in zip(variables, tensors):
+            if t._id != v._id and _backend.is_floating(t.dtype):
+                read = Tensor(t._value)
+                read._id = v._id
+                record(_READ_AS, (t,), {}, (read,))
+        yield
+
+
+# the Variable, bound to an input of a replay, reads that input: the identity
+_READ_AS = _registry.CallDef("ReadBoundVariable", ("value",), lambda op, dy: [dy],
+                             jvp=lambda op, t: t, is_custom=False)
 
 
 def _raw(x):
@@ -729,17 +758,21 @@ def _vjp_gradient(fn):
 @functools.lru_cache(maxsize=None)
 def _compiled_vjp(fn, n_inputs, floating):
     """A :class:`Function` computing ``fn``'s VJP: ``(xs, dys) -> gradients of xs``."""
-    variables = list(getattr(fn, "variables", ()))  # bound to the last inputs by the replay
+    variables = list(fn.variables)  # bound to the last inputs
+    n_dyn = n_inputs - len(variables)
 
     def vjp(*tensors):
         xs, dys = tensors[:n_inputs], tensors[n_inputs:]
-        sources = [*xs[:n_inputs - len(variables)], *variables]
-        with GradientTape() as tape:
-            tape.watch([s for s in sources if _backend.is_floating(s.dtype)])
-            ys = fn(*xs)
-        targets = [ys[k] for k in floating]
-        return tuple(tape.gradient(targets, sources, output_gradients=list(dys),
-                                   unconnected_gradients=UnconnectedGradients.ZERO))
+        sources = [*xs[:n_dyn], *variables]
+        # the gradient computation too reads the Variables' recorded values (a compiled loop's
+        # gradient runs its body again): all of it is a function of the inputs
+        with _bound_to(variables, xs[n_dyn:]):
+            with GradientTape() as tape:
+                tape.watch([s for s in sources if _backend.is_floating(s.dtype)])
+                ys = fn.unbound(*xs[:n_dyn])
+            targets = [ys[k] for k in floating]
+            return tuple(tape.gradient(targets, sources, output_gradients=list(dys),
+                                       unconnected_gradients=UnconnectedGradients.ZERO))
 
     vjp.__name__ = f"{getattr(fn, '__name__', 'fn')}_vjp"
     return Function(vjp, jit_compile=True)

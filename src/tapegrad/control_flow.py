@@ -41,7 +41,7 @@ from ._registry import CallDef
 from ._tape import GradientTape, UnconnectedGradients
 from ._tensor import Tensor
 from ._tensor import _ids as _tensor_ids
-from ._variables import Variable, visible_variables
+from ._variables import Variable, bind_variables, visible_variables
 from .errors import describe_fn
 from .forward import ForwardAccumulator
 from .ops import (astype, concat, convert_to_tensor, expand_dims, logical_and, stack, zeros,
@@ -132,7 +132,7 @@ class _Guard:
             if isinstance(a, Tensor) and a._id < self.first and a._id not in self.allowed:
                 raise RuntimeError(
                     f"{self.where}: run again for its gradient, a body or branch read a "
-                    f"tensor (shape {tuple(a.shape)}) that it did not read when it ran: a name "
+                    f"{_describe_capture(a)} that it did not read when it ran: a name "
                     "it closes over was rebound after the construct ran (Python closures "
                     "bind late, e.g. `c = tg.cond(p, lambda: c * 2, ...)`). Bind the value "
                     "when the function is made (`lambda c=c: c * 2`) or use a new name")
@@ -158,6 +158,13 @@ def _merge(founds):
         state.update((id(v), v) for v in f.assigned)
         captures.update((id(c), c) for c in f.captures)
     return [c for i, c in captures.items() if i not in state], list(state.values())
+
+
+def _differentiated(captures, state):
+    """The tensors besides its loop variables and slices that a construct's record
+    differentiates: its captures and the floating Variables it assigns, whose every read is
+    differentiated as a read of the Variable, as eagerly (an assignment is not recorded)."""
+    return [*captures, *[v for v in state if _floating(v)]]
 
 
 class _Found:
@@ -247,8 +254,25 @@ def _bound(fn, state):
 def _record(op_type, names, inputs, outs, grad, jvp):
     if _records._state.tapes and any(_floating(o) for o in outs):
         grad.__name__ = f"{op_type}_vjp"
+        read = [k for k, a in enumerate(inputs) if isinstance(a, Variable)]
+        if read:
+            grad, jvp = _at_read(grad, inputs, read), _at_read(jvp, inputs, read)
         entry = CallDef(op_type, names, grad, jvp=jvp, replay_error="call the construct again")
         _records.record(entry, tuple(inputs), {}, tuple(outs))
+
+
+def _at_read(rule, inputs, read):
+    """The gradient or JVP ``rule(op, *ds)`` of a construct that read the Variables among its
+    ``inputs`` (at the positions ``read``), run with them bound to the values its record kept:
+    the bodies it runs again read what the construct read, not what the Variables hold when
+    the rule runs (assigned since, or bound to another value: the gradient of a compiled
+    call's gradient, whose reads would otherwise count twice)."""
+    def run(op, *ds):
+        with bind_variables([(inputs[k], op.inputs[k]._value) for k in read]):
+            return rule(op, *ds)
+
+    run.__name__ = rule.__name__
+    return run
 
 
 # --- scan ------------------------------------------------------------------------------------
@@ -271,7 +295,8 @@ def _scan_flat(step, carries, xs, length, reverse=False, unroll=1, where="tg.lax
         if want != got:
             raise _carry_changed(where, name, got, want)
     ny = len(found.outs) - nc
-    state, captures = found.assigned, found.captures
+    state = found.assigned
+    captures = _differentiated(found.captures, state)
     ns = len(state)
     full = _bound(flat, state)  # (state, carries, x) -> (carries, ys, state)
 
@@ -425,6 +450,7 @@ def _switch_flat(index, branches, where="tg.switch_case", names=None):
                     f"{_describe(b)} from {name}; every branch must return the same shapes "
                     "and dtypes (cast or reshape inside the branch)")
     captures, state = _merge(founds)
+    captures = _differentiated(captures, state)
     n_out = len(first.outs)
     fulls = [_bound(lambda ts, b=b: b(), state) for b in branches]
 
@@ -521,19 +547,21 @@ def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
     found_c = _discover(lambda ts: [cond_fn(ts)], specs)  # cond_fn checks its predicate
     found_b = _discover(checked_body, specs)
     captures, state = _merge([found_c, found_b])
+    captures = _differentiated(captures, state)
     ns = len(state)
     body = _bound(body_fn, state)
+    cond = _bound(lambda ts: [cond_fn(ts)], state)  # it reads what the body assigned
     bound = maximum_iterations is not None
 
     def cond_again(c):
-        return [_isolated(lambda ts: [cond_fn(ts)], [Tensor(a) for a in c])[0][0]._value]
+        return [_isolated(cond, [Tensor(a) for a in c])[0][0]._value]
 
     def body_again(c):
         outs, _ = _isolated(body, [Tensor(a) for a in c])
         return [_as_jax(o._value) for o in outs]
 
     def jcond(c):
-        vs = c[ns:ns + n]
+        vs = c[:ns + n]
         ok = (found_c.run(vs, lambda: cond_again(vs)) if not state else cond_again(vs))[0]
         return jax.numpy.logical_and(ok, c[-1] < maximum_iterations) if bound else ok
 
