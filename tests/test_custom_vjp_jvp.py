@@ -284,3 +284,18 @@ def test_nondiff_argnums_beyond_the_arguments_is_an_error():
     f.defvjp(lambda x, y: (x, None), lambda k, r, g: (g, g))
     with pytest.raises(TypeError, match=r"nondiff_argnums=\(2,\) names argument 2, but"):
         tg.grad(f)(tg.constant(1.0), tg.constant(1.0))
+
+
+def test_a_tape_outside_an_accumulator_differentiates_a_custom_vjp_tangent():
+    # the accumulator records the custom_vjp op (the innermost level); the outer tape records
+    # fwd's ops and must also see the ops of the tangent rule (it got None before)
+    f = tg.custom_vjp(lambda x: tg.sin(x))
+    f.defvjp(lambda x: (tg.sin(x), x), lambda x, dy: (tg.cos(x) * dy,))
+    x = tg.constant(0.7, dtype=tg.float64)
+    with tg.GradientTape() as tape:
+        tape.watch(x)
+        with tg.ForwardAccumulator(x, tg.constant(1.0, dtype=tg.float64)) as acc:
+            y = f(x)
+        d = acc.jvp(y)
+    np.testing.assert_allclose(float(d), np.cos(0.7), rtol=1e-14)
+    np.testing.assert_allclose(float(tape.gradient(d, x)), -np.sin(0.7), rtol=1e-14)

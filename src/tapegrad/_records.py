@@ -258,16 +258,20 @@ def _floating(value) -> bool:
     return kind in "fc" if kind is not None else _backend.is_floating(value.dtype)
 
 
-def record(opdef, args, attrs, outs) -> None:
+def record(opdef, args, attrs, outs, only=None) -> None:
     """Hand the op ``opdef`` that ran on ``args`` (its positional inputs: Tensors, Python
     scalars, backend arrays) with ``attrs`` and gave the Tensors ``outs`` (a tuple) to every
     active tape and observer, the outermost first: an observer (a forward accumulator, or
     check-numerics) sees it; a tape records it if it traces an input (a trainable Variable
     among them is watched first when the tape watches accessed variables). Every op wrapper,
-    ``custom_gradient`` call, compiled call and control-flow construct records through here."""
+    ``custom_gradient`` call, compiled call and control-flow construct records through here.
+    ``only``: one entry of the stack to hand the op to, the others staying active while it
+    computes (a ``custom_vjp`` op's level: outer entries record its forward's ops instead, and
+    the ops of the tangent rule an accumulator runs)."""
     op = None
-    for tape in _state.tapes:  # outermost first: an outer accumulator knows an output's
-        if tape._observer:     # tangent before an inner one computes with that output
+    for tape in _state.tapes if only is None else (only,):  # outermost first: an outer
+        # accumulator knows an output's tangent before an inner one computes with that output
+        if tape._observer:
             tape.observe(opdef, args, attrs, outs)
             continue
         watched = tape._watched

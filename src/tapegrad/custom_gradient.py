@@ -177,8 +177,8 @@ def _recorder(f, op_type, surrogate, params, kind="custom_gradient", bound_stati
                            _grad_adapter(grad_fn, variables, trees, arg_names, f),
                            jvp=None if rule is None else _jvp_adapter(rule, given, trees),
                            replay=replay, function=f, variables=variables, surrogate=surrogate)
-            with _records.trace_stack([level] if record_forward else saved):
-                _records.record(info, (*inputs, *variables), {}, outs)
+            _records.record(info, (*inputs, *variables), {}, outs,
+                            only=level if record_forward else None)
         return rebuild(outs)
 
     return call
