@@ -6,6 +6,8 @@ flow over functions that close over module-level constant tensors, beside thread
 training that read the same constants; a watcher thread reads the constants' ``_value`` all
 along. Every result must be bit-identical to its single-threaded run, and the watcher must never
 see anything but the constants' own arrays."""
+import copy
+import pickle
 import sys
 import threading
 
@@ -149,5 +151,8 @@ def test_a_binding_is_seen_in_its_own_thread_only():
             other.start()
             other.join()
         np.testing.assert_array_equal(t.numpy(), [5.0, 6.0])
+        for twin in (copy.copy(t), copy.deepcopy(t), pickle.loads(pickle.dumps(t))):
+            assert type(twin) is tg.Tensor  # a plain Tensor of the value read here
+            np.testing.assert_array_equal(twin.numpy(), [5.0, 6.0])
     assert seen[0] is own
     assert type(t) is tg.Tensor and t._value is own  # put back as it was

@@ -492,10 +492,18 @@ def _bound_class(cls):
             return values[self._id]
         return own_peek(self)
 
+    def reduce_ex(self, protocol):  # copied or pickled as a ``cls`` (of the value read here)
+        return (_unbound, (cls,), *object.__reduce_ex__(self, protocol)[2:])
+
     bound = type(cls.__name__, (cls,), {"__slots__": (), "_value": property(get, set_),
-                                        "_peek": peek, "__module__": cls.__module__,
-                                        "__doc__": cls.__doc__})
+                                        "_peek": peek, "__reduce_ex__": reduce_ex,
+                                        "__module__": cls.__module__, "__doc__": cls.__doc__})
     return _bound_classes.setdefault(cls, bound)
+
+
+def _unbound(cls):
+    """A new ``cls`` object without ``__init__`` (a bound tensor copied or unpickled)."""
+    return _new(cls)
 
 
 @contextlib.contextmanager
