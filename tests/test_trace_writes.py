@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 SCRIPT = pathlib.Path(__file__).resolve().parents[1] / "benchmarks" / "trace_writes.py"
-CEILING = {"tapes": 15, "_value": 16}
+CEILING = {"tapes": 15, "_value": 8}
 
 
 @pytest.fixture(scope="module")

@@ -433,13 +433,17 @@ _KIND_NAMES = {"b": "bool", "u": "unsigned integer", "i": "integer", "f": "float
 
 def live_variables() -> list:
     """Every Variable that is still referenced, in no particular order."""
-    return list(_variables.values())
+    while True:
+        try:
+            return list(_variables.values())
+        except RuntimeError:  # another thread created one meanwhile: "dictionary changed size"
+            pass
 
 
 def visible_variables() -> list:
     """The Variables this thread works on: inside :func:`bind_variables`, those bound and those
     created in the block; otherwise every live Variable."""
-    if _binding.values is None:
+    if _binding.created is None:  # no bind_variables (bind_tensors alone keeps every one)
         return live_variables()
     return [v for i in _binding.values if (v := _variables.get(i)) is not None] + list(
         _binding.created)
@@ -451,6 +455,99 @@ class _Scope:
 
     def __init__(self, values, created):
         self.values, self.created = values, created
+
+
+_bound_classes = {}  # a Tensor class -> its subclass that reads this thread's bindings first
+_swaps = {}  # id(tensor) -> [tensor, its own class, bind_tensors blocks binding it]
+_swap_lock = threading.Lock()
+
+
+def _bound_class(cls):
+    """The subclass of ``cls`` (a Tensor class that is no Variable) whose ``_value`` and
+    ``_peek`` read this thread's binding of the tensor first, then ``cls``'s own storage."""
+    bound = _bound_classes.get(cls)
+    if bound is not None:
+        return bound
+    own = next(k.__dict__["_value"] for k in cls.__mro__ if "_value" in k.__dict__)
+    own_peek = cls._peek
+
+    def get(self):
+        values = _binding.values
+        if values is not None:
+            value = values.get(self._id, _UNBOUND)
+            if value is not _UNBOUND:
+                return value
+        return own.__get__(self)
+
+    def set_(self, value):
+        values = _binding.values
+        if values is not None and self._id in values:
+            values[self._id] = value
+        else:
+            own.__set__(self, value)
+
+    def peek(self):
+        values = _binding.values
+        if values is not None and self._id in values:
+            return values[self._id]
+        return own_peek(self)
+
+    def reduce_ex(self, protocol):  # copied or pickled as a ``cls`` (of the value read here)
+        return (_unbound, (cls,), *object.__reduce_ex__(self, protocol)[2:])
+
+    bound = type(cls.__name__, (cls,), {"__slots__": (), "_value": property(get, set_),
+                                        "_peek": peek, "__reduce_ex__": reduce_ex,
+                                        "__module__": cls.__module__, "__doc__": cls.__doc__})
+    return _bound_classes.setdefault(cls, bound)
+
+
+def _unbound(cls):
+    """A new ``cls`` object without ``__init__`` (a bound tensor copied or unpickled)."""
+    return _new(cls)
+
+
+@contextlib.contextmanager
+def bind_tensors(pairs):
+    """Within the block and in this thread only, each Tensor of ``pairs`` (``(Tensor,
+    value)``) reads ``value`` (a trace's value: a tracer); other threads read the tensor's
+    own value throughout, so a trace never changes what a tensor holds (issue 30: tg.vmap's
+    captured constants). Unlike :func:`bind_variables` it leaves which Variables this thread
+    sees (``visible_variables``) and where new ones are logged as they were.
+
+    A plain Tensor's ``_value`` is a slot, read at no extra cost; while a block binds it, its
+    class is a subclass (:func:`_bound_class`) whose ``_value`` looks at the binding first, in
+    every thread, until the last block binding it (in any thread) ends. Variables read their
+    bindings always. Blocks nest; yields the binding dict ({tensor id: value})."""
+    pairs = list(pairs)
+    plain = [t for t, _ in pairs if not t._variable]
+    with _swap_lock:
+        for t in plain:
+            entry = _swaps.get(id(t))
+            if entry is None:
+                _swaps[id(t)] = [t, type(t), 1]
+                t.__class__ = _bound_class(type(t))
+            else:
+                entry[2] += 1
+    outer = _binding.values
+    values = dict(outer) if outer is not None else {}
+    mine = {t._id: value for t, value in pairs}
+    values.update(mine)
+    _binding.values = values
+    try:
+        yield values
+    finally:
+        _binding.values = outer
+        if outer is not None:  # assignments to outer bindings stay visible outside
+            for i in outer:
+                if i not in mine:
+                    outer[i] = values[i]
+        with _swap_lock:
+            for t in plain:
+                entry = _swaps[id(t)]
+                entry[2] -= 1
+                if entry[2] == 0:
+                    del _swaps[id(t)]
+                    t.__class__ = entry[1]
 
 
 @contextlib.contextmanager

@@ -37,7 +37,7 @@ from . import random as _random
 from ._pytree import leaf_paths, show, tree_flatten, tree_unflatten
 from ._tensor import Tensor
 from .ops.creation import convert_to_tensor
-from ._variables import Variable, visible_variables
+from ._variables import Variable, bind_tensors, visible_variables
 from . import interop as _interop
 from ._registry import CallDef
 from .control_flow import _Captures
@@ -321,19 +321,24 @@ def _assigned_variable(tb):
 
 
 class _VariableWatch:
-    """Notes the Variables' values before a run of the user's function; ``check`` puts back
-    any it assigned and raises :func:`_assignment_error`."""
+    """From its creation until ``check``, the run of the user's function: the Variables (but
+    those ``exempt``) are bound in this thread to their values before it (``bind_tensors``:
+    what the function assigns, no other thread sees, and what other threads assign, the run
+    does not take for its own), and the tensors of ``captures`` (``(Tensor, value)``) read
+    their values. ``check`` ends the binding, which drops any assignment, and raises
+    :func:`_assignment_error` for an assigned Variable."""
 
-    def __init__(self, who, exempt=None):
+    def __init__(self, who, exempt=None, captures=()):
         self.who = who
         self.live = [v for v in visible_variables() if exempt is None or not exempt(v)]
         self.before = [v._value for v in self.live]
+        self.binding = bind_tensors([*captures, *zip(self.live, self.before)])
+        self.values = self.binding.__enter__()
 
     def check(self, raising=True):
-        changed = [v for v, b in zip(self.live, self.before) if v._value is not b]
-        for v, b in zip(self.live, self.before):
-            if v._value is not b:
-                v._value = b
+        values = self.values
+        changed = [v for v, b in zip(self.live, self.before) if values[v._id] is not b]
+        self.binding.__exit__(None, None, None)
         if changed and raising:
             raise _assignment_error(self.who, changed[0])
 
@@ -576,14 +581,11 @@ class _JaxCall:
             key = vals[nd + nc + 1] if keyed else self._need_key
             state = _records._state
             saved_tapes = state.tapes
-            saved_caps = [c._value for c in captures]
             observer = finder["observer"]
             state.tapes = [observer] if observer is not None and tangents is None else []
-            watch = _VariableWatch(who)
+            watch = _VariableWatch(who, captures=zip(captures, cap_vals))  # in this thread
             ok = False
             try:
-                for c, v in zip(captures, cap_vals):
-                    c._value = v
                 with config.trace_scope(), _random.batch_scope(_random.BatchDraws(idx, key)):
                     ts = [Tensor(v) for v in dyn_vals]
                     if tangents is None:
@@ -628,8 +630,6 @@ class _JaxCall:
                 raise
             finally:
                 state.tapes = saved_tapes
-                for c, v in zip(captures, saved_caps):
-                    c._value = v
                 watch.check(raising=ok)
 
         @jax.custom_jvp

@@ -41,7 +41,7 @@ from ._registry import CallDef
 from ._tape import GradientTape, UnconnectedGradients
 from ._tensor import Tensor
 from ._tensor import _ids as _tensor_ids
-from ._variables import Variable, bind_variables, visible_variables
+from ._variables import Variable, bind_tensors, bind_variables, visible_variables
 from .errors import describe_fn
 from .forward import ForwardAccumulator
 from .ops import (astype, concat, convert_to_tensor, expand_dims, logical_and, stack, zeros,
@@ -190,22 +190,20 @@ class _Found:
 
 def _isolated(fn, tensors, observer=None):
     """``fn(tensors)`` with the outer tapes paused (the construct is recorded as one op), and
-    the Variables it assigns put back; returns ``(outputs, the Variables it assigned)``."""
+    the Variables bound to their values in this thread (``bind_tensors``: what it assigns, no
+    other thread sees, and it is dropped afterwards); returns ``(outputs, the Variables it
+    assigned)``."""
     state = _records._state
     saved_tapes = state.tapes
     live = visible_variables()
     before = [v._value for v in live]
     state.tapes = [observer] if observer is not None else []
     try:
-        outs = fn(tensors)
+        with bind_tensors(zip(live, before)) as values:
+            outs = fn(tensors)
     finally:
         state.tapes = saved_tapes
-        assigned = []
-        for v, b in zip(live, before):
-            if v._value is not b:
-                assigned.append(v)
-                v._value = b
-    return outs, assigned
+    return outs, [v for v, b in zip(live, before) if values[v._id] is not b]
 
 
 def _discover(fn, specs) -> _Found:
@@ -233,20 +231,14 @@ def _discover(fn, specs) -> _Found:
 
 def _bound(fn, state):
     """``fn`` of (values of the Variables ``state``, then its own arguments) that binds the
-    Variables to those values while it runs and returns their new values after its outputs;
-    the Variables are put back afterwards."""
+    Variables to those values while it runs, in this thread only (``bind_tensors``), and
+    returns their new values after its outputs."""
     n = len(state)
 
     def call(tensors):
-        saved = [v._value for v in state]
-        try:
-            for v, t in zip(state, tensors[:n]):
-                v._value = t._value
+        with bind_tensors([(v, t._value) for v, t in zip(state, tensors[:n])]):
             outs = fn(tensors[n:])
             return [*outs, *[Tensor(v._value) for v in state]]
-        finally:
-            for v, s in zip(state, saved):
-                v._value = s
 
     return call
 
@@ -631,16 +623,11 @@ def _while_jvp(cond_fn, body_fn, state, s_init, loop_vars, captures, ts, maximum
             new = body_fn(vs)
         return [*new, *[acc.jvp(new[k], _ZERO) for k in fv]]
 
-    saved = [v._value for v in state]  # the loop again from the Variables' values before it
-    for v, s in zip(state, s_init):
-        v._value = s._value
-    try:
+    # the loop again from the Variables' values before it, in this thread only
+    with bind_tensors([(v, s._value) for v, s in zip(state, s_init)]):
         final = _while_flat(lambda c: cond_fn(c[:n]), body2, [*loop_vars, *tv],
                             maximum_iterations, where,
                             [*names, *[f"tangent of {names[k]}" for k in fv]])
-    finally:
-        for v, s in zip(state, saved):
-            v._value = s
     out = [None] * n
     for i, k in enumerate(fv):
         out[k] = final[n + i]

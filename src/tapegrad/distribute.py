@@ -27,7 +27,8 @@ from . import _backend, config
 from ._function import (Function, _BoundFunction, _callback_mesh, _input, _jax, _leaf_key,
                         _variable_input)
 from ._tensor import Tensor
-from ._variables import device_array, live_variables, on_device, set_on_device
+from ._variables import (device_array, live_variables, on_device, set_on_device,
+                         visible_variables)
 
 __all__ = ["MirroredStrategy", "ReduceOp", "get_strategy", "has_strategy", "process_rows"]
 
@@ -253,13 +254,15 @@ class MirroredStrategy:
         jax, replicated, mesh = self._jax, self._replicated, self.mesh
 
         def step(*args, **kwargs):
-            before = {v._id: v._value for v in live_variables()}
+            # this trace's Variables (bound in this thread, or created): another thread's
+            # are not this step's to constrain
+            before = {v._id: v._value for v in visible_variables()}
             outer, _callback_mesh.mesh = getattr(_callback_mesh, "mesh", None), mesh
             try:
                 out = inner(*args, **kwargs)
             finally:
                 _callback_mesh.mesh = outer
-            for v in live_variables():
+            for v in visible_variables():
                 value = v._value
                 if before.get(v._id, None) is value:
                     continue
