@@ -23,7 +23,7 @@ import sys
 import warnings
 
 from . import _backend, _records, _tape
-from ._pytree import tree_flatten, tree_unflatten
+from ._pytree import show, tree_flatten, tree_unflatten
 from ._records import Dropped
 from ._tape import GradientTape, UnconnectedGradients, _flatten, _unflatten, _zeros_for
 from ._tensor import Tensor
@@ -296,21 +296,41 @@ def jvp(f, primals, tangents):
     """``(f(*primals), J v)``: the value of ``f`` and its directional derivative along
     ``tangents`` (JAX's ``jax.jvp``), by forward mode.
 
-    ``primals``, ``tangents``: tuples (or lists) of the same length of Tensors, arrays or
-    floats, each tangent of its primal's shape. ``f`` returns a Tensor or a (nested) structure
-    of them; the tangent output has the same structure (zeros where unconnected). A Tensor
-    given at two positions is two arguments, each with its tangent, as in JAX. Integer and
-    boolean primals are skipped with a warning, as :class:`ForwardAccumulator` does.
+    ``primals``, ``tangents``: tuples (or lists) of the same length, one item per argument of
+    ``f``, each a pytree (``tg.tree_util``: tuples, lists, dicts, namedtuples, registered
+    classes) of Tensors, arrays or floats; the tangents have the primals' structure and each
+    tangent leaf its primal leaf's shape. ``f`` receives the primals' trees (their leaves as
+    Tensors) and returns a pytree; the output tangent has the output's structure (zeros where
+    unconnected). A Tensor given at two positions is two arguments, each with its tangent, as
+    in JAX. Integer and boolean primal leaves are skipped with a warning, as
+    :class:`ForwardAccumulator` does.
+
+    Raises ``TypeError`` if ``primals`` or ``tangents`` is not a tuple or list, ``ValueError``
+    if their structures differ (both are shown) or a tangent's shape differs from its primal's.
     """
-    ps, ts = _as_tensors(primals), _as_tensors(tangents)
+    for name, given in (("primals", primals), ("tangents", tangents)):
+        if not isinstance(given, (tuple, list)):
+            raise TypeError(f"jvp: {name} must be a tuple or list with one item per argument "
+                            f"of f, got {type(given).__name__}; wrap a single argument as "
+                            f"({name[:-1]},)")
+    p_leaves, structure = tree_flatten(tuple(primals))
+    t_leaves, t_structure = tree_flatten(tuple(tangents))
+    if t_structure != structure:
+        raise ValueError(f"jvp: the tangents have the structure {show(t_structure)}, but the "
+                         f"primals have {show(structure)}; give one tangent per primal leaf, in "
+                         "the primals' structure")
+    ps, ts = _as_tensors(p_leaves), _as_tensors(t_leaves)
     seen = set()
     for k, p in enumerate(ps):
         if id(p) in seen:
             ps[k] = Tensor(p._value)
         seen.add(id(p))
     with ForwardAccumulator(ps, ts) as acc:
-        out = f(*ps)
-    return out, acc.jvp(out, unconnected_gradients=UnconnectedGradients.ZERO)
+        out = f(*tree_unflatten(structure, ps))
+    outs, out_structure = tree_flatten(out)
+    outs = _as_tensors(outs)
+    return out, tree_unflatten(out_structure,
+                               acc.jvp(outs, unconnected_gradients=UnconnectedGradients.ZERO))
 
 
 def jacfwd(f, argnums=0):
