@@ -56,6 +56,7 @@ class ForwardAccumulator:
 
     _observer = True
     _differentiates = True
+    _transposed = False  # True: JAX may transpose what runs in the block (see below)
 
     def __init__(self, primals, tangents):
         self._tangents = {}
@@ -173,6 +174,16 @@ class ForwardAccumulator:
         for o, t in zip(outs, outs_t):
             if t is not None:
                 tangents[o._id] = t
+
+
+class _TransposedAccumulator(ForwardAccumulator):
+    """The accumulator of a ``jax.custom_jvp`` rule (``tg.vmap``, ``tg.to_jax``): JAX may
+    linearize and transpose the JVP traced in its block (``jax.vjp``, ``jax.grad``), so a
+    construct with a transposable form takes it there, as under a recording tape (a
+    ``tg.while_loop`` with an int ``maximum_iterations`` runs as a scan of that length, not as
+    ``lax.while_loop``, which JAX cannot transpose)."""
+
+    _transposed = True
 
 
 def _as_tangent(p, t):
