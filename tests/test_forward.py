@@ -837,3 +837,48 @@ def test_jacfwd_of_pytrees_has_jax_structure_and_values():
             jax.tree_util.tree_map(np.asarray, want_k))
         for a, b in zip(tg.tree_util.tree_leaves(got_k), jax.tree_util.tree_leaves(want_k)):
             np.testing.assert_allclose(a.numpy(), np.asarray(b), rtol=1e-12, atol=1e-12)
+
+
+def test_jvp_hvp_and_hessian_of_pytree_primals_match_jax():
+    # jvp converted each primal to one Tensor: a dict gave "constant: the value has no numeric
+    # dtype", and a tuple of equal-shaped leaves was stacked, f receiving one Tensor
+    import collections
+
+    jax = pytest.importorskip("jax")
+    P = collections.namedtuple("P", "a b")
+    x0 = {"a": np.array([1.0, -2.0]), "b": np.array(3.0)}
+    v0 = {"a": np.array([0.5, 0.25]), "b": np.array(-1.0)}
+    kinds = {"dict": lambda d: d, "tuple": lambda d: (d["a"], d["b"] + 0.0 * d["a"]),
+             "namedtuple": lambda d: P(d["a"], d["b"])}
+
+    def f(p, c, np_=tg):  # p: the pytree; c: a second argument, a scalar
+        a, b = (p["a"], p["b"]) if isinstance(p, dict) else (p[0], p[1])
+        return {"y": np_.sin(a) * b * c, "z": (np_.sum(a ** 2 * b) * c,)}
+
+    def scalar(p, np_=tg):
+        return np_.sum(f(p, 2.0, np_)["y"] ** 2) + f(p, 2.0, np_)["z"][0]
+
+    for kind, make in kinds.items():
+        x, v = make(x0), make(v0)
+        tg_x, tg_v = (tg.tree_util.tree_map(tg.constant, t) for t in (x, v))
+        seen = []
+        out, tangent = tg.jvp(lambda p, c: seen.append(type(p)) or f(p, c), (tg_x, 2.0),
+                              (tg_v, 1.0))
+        assert seen == [type(x)], kind  # f gets the tree, not a stacked Tensor
+        got = [out, tangent, tg.hvp(scalar, (tg_x,), (tg_v,)), tg.hessian(scalar)(tg_x)]
+        with tg.config.x64_scope(jax):
+            jx, jv = (jax.tree_util.tree_map(jax.numpy.asarray, t) for t in (x, v))
+            jout, jtangent = jax.jvp(lambda p, c: f(p, c, jax.numpy), (jx, 2.0), (jv, 1.0))
+            g = jax.grad(lambda p: scalar(p, jax.numpy))
+            want = [jout, jtangent, jax.jvp(g, (jx,), (jv,))[1],
+                    jax.hessian(lambda p: scalar(p, jax.numpy))(jx)]
+            want = jax.tree_util.tree_map(np.asarray, want)
+        for got_k, want_k in zip(got, want):
+            assert tg.tree_util.tree_structure(got_k) == tg.tree_util.tree_structure(want_k), kind
+            for a, b in zip(tg.tree_util.tree_leaves(got_k), tg.tree_util.tree_leaves(want_k)):
+                np.testing.assert_allclose(a.numpy(), b, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match=r"jvp: the tangents have the structure .* but the "
+                                         r"primals have"):
+        tg.jvp(lambda p: p["a"], ({"a": tg.constant(1.0)},), ({"b": tg.constant(1.0)},))
+    with pytest.raises(TypeError, match=r"jvp: primals must be a tuple or list .* \(primal,\)"):
+        tg.jvp(tg.sin, tg.constant(1.0), (tg.constant(1.0),))

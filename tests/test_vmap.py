@@ -919,3 +919,37 @@ def test_error_vmap_method_not_known():
     with pytest.raises(ValueError, match="vmap_method must be one of 'sequential', "
                                          "'expand_dims', 'broadcast_all'.*got 'vectorized'"):
         tg.primitive("VmapTestBadMethod", vmap_method="vectorized")
+
+
+@needs_jax
+def test_grad_of_vmap_of_a_bounded_while_loop_matches_jax():
+    # the JVP rule of vmap's jax.custom_jvp (and of to_jax's) ran the loop as lax.while_loop,
+    # which JAX then could not transpose: "Reverse-mode differentiation does not work for
+    # lax.while_loop"; a bounded loop there now runs as a scan, as under a recording tape
+    def g(x, np_=tg):
+        def body(i, y):
+            return i + 1, np_.sin(y) * 1.5 + x
+
+        if np_ is tg:
+            _, y = tg.while_loop(lambda i, y: y < 2.0, body, (tg.constant(0), x),
+                                 maximum_iterations=3)
+        else:  # the reference: 3 steps, each taken while the condition holds
+            y, active = x, True
+            for _ in range(3):
+                active = active & (y < 2.0)
+                y = jnp.where(active, body(0, y)[1], y)
+        return y ** 2
+
+    x0 = np.array([0.3, 0.7, 1.9, -0.5])
+    x = tg.constant(x0)
+    loss = lambda x: tg.sum(tg.vmap(g)(x) * tg.constant([1.0, 2.0, 3.0, 4.0]))  # noqa: E731
+    got = [tg.grad(loss)(x), tg.function(tg.grad(loss))(x), tg.hessian(loss)(x),
+           jax.grad(lambda x: jnp.sum(jax.vmap(tg.to_jax(g))(x) * jnp.array(
+               [1.0, 2.0, 3.0, 4.0])))(x0)]
+    with tg.config.x64_scope(jax):
+        ref = lambda x: jnp.sum(jax.vmap(lambda x: g(x, jnp))(x) * jnp.array(  # noqa: E731
+            [1.0, 2.0, 3.0, 4.0]))
+        want = [jax.grad(ref)(x0), jax.grad(ref)(x0), jax.hessian(ref)(x0), jax.grad(ref)(x0)]
+        want = [np.asarray(w) for w in want]
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(val(a), b, rtol=1e-12, atol=1e-12)

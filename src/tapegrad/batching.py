@@ -42,7 +42,7 @@ from . import interop as _interop
 from ._registry import CallDef
 from .control_flow import _Captures
 from .errors import describe_fn
-from .forward import ForwardAccumulator
+from .forward import _TransposedAccumulator
 from .ops import stack
 
 __all__ = ["vmap", "vectorized_map"]
@@ -597,7 +597,7 @@ class _JaxCall:
                             if _floating(t._value.dtype):
                                 sources.append(t)
                                 tans.append(Tensor(tan))
-                        with ForwardAccumulator(sources, tans) as acc:
+                        with _TransposedAccumulator(sources, tans) as acc:
                             out = self._apply(ts)
                 outs, tree = jax.tree_util.tree_flatten(out)
                 out_tree["tree"] = tree

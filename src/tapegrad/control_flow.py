@@ -44,8 +44,8 @@ from ._tensor import _ids as _tensor_ids
 from ._variables import Variable, bind_tensors, bind_variables, visible_variables
 from .errors import describe_fn
 from .forward import ForwardAccumulator
-from .ops import (astype, concat, convert_to_tensor, expand_dims, logical_and, stack, zeros,
-                  zeros_like)
+from .ops import (astype, concat, convert_to_tensor, expand_dims, logical_and, logical_not,
+                  stack, zeros, zeros_like)
 from .ops import where as _where
 
 __all__ = ["cond", "switch_case", "while_loop", "scan", "map_fn", "foldl", "foldr"]
@@ -532,7 +532,8 @@ def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
                                      "; shape_invariants cannot relax this")
         return outs
 
-    recording = any(not t._observer and t._differentiates for t in _records._state.tapes)
+    recording = any(t._differentiates and (not t._observer or getattr(t, "_transposed", False))
+                    for t in _records._state.tapes)  # a tape, or JAX's transposable JVP
     if isinstance(maximum_iterations, int) and recording:  # a traced bound: no fixed length
         return _bounded_while(cond_fn, checked_body, loop_vars, maximum_iterations, where,
                               names)
@@ -593,14 +594,21 @@ def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
 
 def _bounded_while(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
     """A while loop as a scan of ``maximum_iterations`` steps, each a switch between doing
-    nothing and the body: reverse-differentiable like any scan."""
+    nothing and the body: reverse-differentiable like any scan. In a ``jax.custom_jvp`` rule
+    (``tg.vmap``'s, ``tg.to_jax``'s), whose JVP JAX may batch and transpose, the switch is a
+    selection (as :func:`_select`: JAX's batched switch masks tangents with ``stop_gradient``,
+    which it cannot transpose)."""
     n = len(loop_vars)
+    transposed = any(getattr(t, "_transposed", False) for t in _records._state.tapes)
 
     def step(c, x):
         vs, active = c[:n], c[n]
         go = logical_and(active, cond_fn(vs))
-        new = _switch_flat(astype(go, np.int32), [lambda: vs, lambda: body_fn(vs)], where,
-                           ["the exit", "body"])
+        if transposed:
+            new = _select_flat([go, logical_not(go)], [lambda: body_fn(vs), lambda: vs], where)
+        else:
+            new = _switch_flat(astype(go, np.int32), [lambda: vs, lambda: body_fn(vs)], where,
+                               ["the exit", "body"])
         return [*new, go], []
 
     final, _ = _scan_flat(step, [*loop_vars, convert_to_tensor(True)], [],

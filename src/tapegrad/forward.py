@@ -23,7 +23,7 @@ import sys
 import warnings
 
 from . import _backend, _records, _tape
-from ._pytree import tree_flatten, tree_unflatten
+from ._pytree import show, tree_flatten, tree_unflatten
 from ._records import Dropped
 from ._tape import GradientTape, UnconnectedGradients, _flatten, _unflatten, _zeros_for
 from ._tensor import Tensor
@@ -56,6 +56,7 @@ class ForwardAccumulator:
 
     _observer = True
     _differentiates = True
+    _transposed = False  # True: JAX may transpose what runs in the block (see below)
 
     def __init__(self, primals, tangents):
         self._tangents = {}
@@ -173,6 +174,16 @@ class ForwardAccumulator:
         for o, t in zip(outs, outs_t):
             if t is not None:
                 tangents[o._id] = t
+
+
+class _TransposedAccumulator(ForwardAccumulator):
+    """The accumulator of a ``jax.custom_jvp`` rule (``tg.vmap``, ``tg.to_jax``): JAX may
+    linearize and transpose the JVP traced in its block (``jax.vjp``, ``jax.grad``), so a
+    construct with a transposable form takes it there, as under a recording tape (a
+    ``tg.while_loop`` with an int ``maximum_iterations`` runs as a scan of that length, not as
+    ``lax.while_loop``, which JAX cannot transpose)."""
+
+    _transposed = True
 
 
 def _as_tangent(p, t):
@@ -296,21 +307,41 @@ def jvp(f, primals, tangents):
     """``(f(*primals), J v)``: the value of ``f`` and its directional derivative along
     ``tangents`` (JAX's ``jax.jvp``), by forward mode.
 
-    ``primals``, ``tangents``: tuples (or lists) of the same length of Tensors, arrays or
-    floats, each tangent of its primal's shape. ``f`` returns a Tensor or a (nested) structure
-    of them; the tangent output has the same structure (zeros where unconnected). A Tensor
-    given at two positions is two arguments, each with its tangent, as in JAX. Integer and
-    boolean primals are skipped with a warning, as :class:`ForwardAccumulator` does.
+    ``primals``, ``tangents``: tuples (or lists) of the same length, one item per argument of
+    ``f``, each a pytree (``tg.tree_util``: tuples, lists, dicts, namedtuples, registered
+    classes) of Tensors, arrays or floats; the tangents have the primals' structure and each
+    tangent leaf its primal leaf's shape. ``f`` receives the primals' trees (their leaves as
+    Tensors) and returns a pytree; the output tangent has the output's structure (zeros where
+    unconnected). A Tensor given at two positions is two arguments, each with its tangent, as
+    in JAX. Integer and boolean primal leaves are skipped with a warning, as
+    :class:`ForwardAccumulator` does.
+
+    Raises ``TypeError`` if ``primals`` or ``tangents`` is not a tuple or list, ``ValueError``
+    if their structures differ (both are shown) or a tangent's shape differs from its primal's.
     """
-    ps, ts = _as_tensors(primals), _as_tensors(tangents)
+    for name, given in (("primals", primals), ("tangents", tangents)):
+        if not isinstance(given, (tuple, list)):
+            raise TypeError(f"jvp: {name} must be a tuple or list with one item per argument "
+                            f"of f, got {type(given).__name__}; wrap a single argument as "
+                            f"({name[:-1]},)")
+    p_leaves, structure = tree_flatten(tuple(primals))
+    t_leaves, t_structure = tree_flatten(tuple(tangents))
+    if t_structure != structure:
+        raise ValueError(f"jvp: the tangents have the structure {show(t_structure)}, but the "
+                         f"primals have {show(structure)}; give one tangent per primal leaf, in "
+                         "the primals' structure")
+    ps, ts = _as_tensors(p_leaves), _as_tensors(t_leaves)
     seen = set()
     for k, p in enumerate(ps):
         if id(p) in seen:
             ps[k] = Tensor(p._value)
         seen.add(id(p))
     with ForwardAccumulator(ps, ts) as acc:
-        out = f(*ps)
-    return out, acc.jvp(out, unconnected_gradients=UnconnectedGradients.ZERO)
+        out = f(*tree_unflatten(structure, ps))
+    outs, out_structure = tree_flatten(out)
+    outs = _as_tensors(outs)
+    return out, tree_unflatten(out_structure,
+                               acc.jvp(outs, unconnected_gradients=UnconnectedGradients.ZERO))
 
 
 def jacfwd(f, argnums=0):

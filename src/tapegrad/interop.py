@@ -27,7 +27,7 @@ from ._registry import CallDef
 from ._tape import UnconnectedGradients
 from ._tensor import Tensor
 from .errors import describe_fn
-from .forward import ForwardAccumulator
+from .forward import _TransposedAccumulator
 
 __all__ = ["to_jax", "from_jax"]
 
@@ -172,8 +172,8 @@ def to_jax(f):
                 tensors, fargs = run(treedef, primals)
                 watched = [k for k, p in enumerate(primals)
                            if _floating_dtype(p.dtype)]
-                with ForwardAccumulator([tensors[k] for k in watched],
-                                        [Tensor(tangents[k]) for k in watched]) as acc:
+                with _TransposedAccumulator([tensors[k] for k in watched],
+                                             [Tensor(tangents[k]) for k in watched]) as acc:
                     out = f(*fargs)
                 outs, tree = out_leaves(out)
                 tans = acc.jvp([o for o in outs if isinstance(o, Tensor)],
