@@ -567,3 +567,14 @@ def test_gradient_sources_and_targets_may_be_namedtuples():
     assert type(g) is P
     np.testing.assert_array_equal(g.a.numpy(), [3.0 + 2.0, 3.0 + 4.0])  # b + 2a
     assert float(g.b) == 3.0  # sum(a)
+
+
+def test_watch_of_a_structure_names_the_path_of_a_leaf_that_is_not_a_tensor():
+    # the error said "got NoneType" without saying where; TensorFlow's watch flattens with
+    # nest.flatten (None a leaf) and raises ValueError too
+    with tg.GradientTape() as tape:
+        with pytest.raises(ValueError, match=r"got NoneType at x\['b'\]\[1\] of the structure "
+                                             r"x given; .* or leave it out"):
+            tape.watch({"a": tg.constant(1.0), "b": (tg.constant(2.0), None)})
+        with pytest.raises(ValueError, match=r"got float; convert it with tg.constant"):
+            tape.watch(3.0)

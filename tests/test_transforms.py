@@ -532,3 +532,23 @@ def test_hessian_with_argnums_pair_is_a_tuple_of_tuples_like_jax():
         want = jax.hessian(lambda a, b: f(a, b, jax.numpy), argnums=(0, 1))(a0, b0)
     assert [[blk.shape for blk in row] for row in h] == [[(2, 2), (2, 3)], [(3, 2), (3, 3)]]
     _assert_trees_close(h, want)
+
+
+def test_recompute_grad_of_container_arguments_matches_jax_checkpoint():
+    # a dict/tuple argument was no input of the op: its leaves got no gradient (None)
+    jax = pytest.importorskip("jax")
+
+    def f(p, s, np_=tg):
+        return np_.sin(p["a"]) * p["b"][0] * s
+
+    p0 = {"a": np.array([1.0, 2.0]), "b": (np.array(3.0), None)}
+    p = {"a": tg.constant(p0["a"]), "b": (tg.constant(p0["b"][0]), None)}
+    g = tg.recompute_grad(f)
+    got = tg.grad(lambda p, s: tg.sum(g(p, s)), argnums=(0, 1))(p, tg.constant(2.0))
+    with tg.config.x64_scope(jax):
+        want = jax.grad(lambda p, s: jax.numpy.sum(jax.checkpoint(
+            lambda p, s: f(p, s, jax.numpy))(p, s)), argnums=(0, 1))(p0, 2.0)
+        want = jax.tree_util.tree_map(np.asarray, want)
+    assert tg.tree_util.tree_structure(got) == tg.tree_util.tree_structure(want)
+    for a, b in zip(tg.tree_util.tree_leaves(got), tg.tree_util.tree_leaves(want)):
+        np.testing.assert_allclose(a.numpy(), b, rtol=1e-12, atol=1e-12)

@@ -953,3 +953,12 @@ def test_grad_of_vmap_of_a_bounded_while_loop_matches_jax():
         want = [np.asarray(w) for w in want]
     for a, b in zip(got, want):
         np.testing.assert_allclose(val(a), b, rtol=1e-12, atol=1e-12)
+    # without maximum_iterations JAX cannot transpose the loop: an error saying what to do
+    # (it was JAX's own, naming lax.while_loop only)
+    def unbounded(x):
+        return tg.while_loop(lambda y: y < 2.0, lambda y: tg.abs(y) * 1.5 + 0.5, (x,))[0]
+
+    with pytest.raises(ValueError, match=r"gradient of Vmap:unbounded \(a tg.vmap .* "
+                                         r"tg.while_loop without maximum_iterations.* pass "
+                                         r"maximum_iterations"):
+        tg.grad(lambda x: tg.sum(tg.vmap(unbounded)(x)))(x)

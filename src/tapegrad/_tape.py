@@ -15,7 +15,7 @@ import warnings
 
 from . import _backend
 from ._hooks import HOOKS, run_hooks
-from ._pytree import tree_flatten, tree_unflatten
+from ._pytree import leaf_paths, tree_flatten, tree_unflatten
 from ._records import _live_tapes, _state
 from ._structural import extensions, ops
 from ._tensor import Tensor
@@ -138,12 +138,17 @@ class GradientTape:
         """Trace ``tensor`` (a Tensor, Variable, or a list/tuple/dict of them).
 
         Non-floating tensors are not watched (with a warning). Raises ``ValueError`` for a value
-        that is not a Tensor (a NumPy array: TensorFlow's error type).
+        that is not a Tensor (a NumPy array, ``None``: TensorFlow's error type, as its
+        ``nest.flatten`` keeps ``None`` a leaf), naming its path in ``tensor`` (``x['b'][1]``).
         """
-        for t in _flatten(tensor):
+        leaves, structure = tree_flatten(tensor, none_is_leaf=True)
+        for k, t in enumerate(leaves):
             if not isinstance(t, Tensor):
+                at = "" if len(leaves) == 1 and not isinstance(tensor, (tuple, list, dict)) else (
+                    f" at {leaf_paths(structure, 'x')[k]} of the structure x given")
                 raise ValueError(f"GradientTape.watch: expected a Tensor or Variable, got "
-                                 f"{type(t).__name__}; convert it with tg.constant first")
+                                 f"{type(t).__name__}{at}; convert it with tg.constant first"
+                                 f"{', or leave it out' if t is None else ''}")
             if not _is_float(t):
                 warnings.warn(f"GradientTape.watch: a tensor of dtype {t.dtype} cannot carry a "
                               "gradient (only floating dtypes do); it is not watched",

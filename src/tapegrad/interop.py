@@ -355,9 +355,19 @@ def _gradient(jax, flat_fn, op, *dys):
 
     def vjp_fn(*vals):
         prim, ct = vals[:n], vals[n:]
-        ys, pull = jax.vjp(_restricted(jax, flat_fn, prim, fin, fout),
-                           *[prim[k] for k in fin])
-        gs = pull([_conj(jax, c).astype(y.dtype) for c, y in zip(ct, ys)])
+        try:
+            ys, pull = jax.vjp(_restricted(jax, flat_fn, prim, fin, fout),
+                               *[prim[k] for k in fin])
+            gs = pull([_conj(jax, c).astype(y.dtype) for c, y in zip(ct, ys)])
+        except ValueError as e:
+            if "does not work for lax.while_loop" not in str(e):
+                raise
+            raise ValueError(
+                f"the gradient of {op.type} (a tg.vmap or JAX call) runs JAX's reverse mode, "
+                "which cannot go through a while loop of unknown trip count (a tg.while_loop "
+                "without maximum_iterations, or JAX's while_loop): pass maximum_iterations to "
+                "tg.while_loop (under differentiation it then runs as a scan of that length), "
+                "or use tg.lax.scan / tg.lax.fori_loop with a fixed trip count") from e
         return [_conj(jax, g) for g in gs]
 
     vjp_fn.__name__ = f"{getattr(flat_fn, '__name__', 'fn')}_vjp"

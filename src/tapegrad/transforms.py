@@ -32,7 +32,7 @@ from ._pytree import tree_unflatten as _tree_unflatten
 from ._tape import GradientTape
 from ._tensor import Tensor
 from .ops.creation import convert_to_tensor
-from .custom_gradient import custom_gradient
+from .custom_gradient import _leaf_inputs, _rebuild, _trees, custom_gradient
 from .forward import jacfwd, jvp
 from .ops import identity, isdtype
 
@@ -278,7 +278,8 @@ def recompute_grad(f):
     intermediates of ``f``. Its gradient runs ``f`` again under a new tape, watching the
     floating Tensor arguments and the trainable Variables ``f`` reads, and returns the
     vector-Jacobian product: gradients flow to the Tensor arguments (positional, then those
-    passed by keyword) and to those Variables. The gradient is written with tapegrad ops, so
+    passed by keyword), to the Tensor leaves of container arguments (pytrees, as
+    :func:`~tapegrad.custom_gradient` takes them) and to those Variables. The gradient is written with tapegrad ops, so
     outer tapes differentiate it again (second order).
 
     Memory: the saving is what ``f``'s own intermediates would have kept; a tape already keeps
@@ -294,7 +295,9 @@ def recompute_grad(f):
 
         def grad_fn(*dys, variables=()):
             tensor_kw = [k for k, v in kwargs.items() if isinstance(v, Tensor)]
-            inputs = [*args, *[kwargs[k] for k in tensor_kw]]
+            given = [*args, *[kwargs[k] for k in tensor_kw]]
+            trees = _trees(given) or [None] * len(given)  # containers: their Tensor leaves
+            inputs = _leaf_inputs(given, trees)
             with GradientTape(watch_accessed_variables=False) as tape:
                 # a fresh Tensor per position: an argument passed twice, or also read by f
                 # from a closure, gets the gradient of its position only
@@ -303,11 +306,13 @@ def recompute_grad(f):
                 _barrier([x for x, a in zip(xs, inputs) if x is not a], dys)
                 tape.watch([x for x, a in zip(xs, inputs) if x is not a])
                 tape.watch(list(variables))
-                y2 = f(*xs[:len(args)], **{**kwargs, **dict(zip(tensor_kw, xs[len(args):]))})
+                ins = _rebuild(given, trees, xs)
+                y2 = f(*ins[:len(args)], **{**kwargs, **dict(zip(tensor_kw, ins[len(args):]))})
             sources = [x for x, a in zip(xs, inputs) if x is not a]
             flat = iter(_pullback(tape, _tree_flatten(y2)[0], dys, [*sources, *variables],
                                   "none"))
-            gin = [next(flat) if x is not a else None for x, a in zip(xs, inputs)]
+            gin = _rebuild(given, trees, [next(flat) if x is not a else None
+                                          for x, a in zip(xs, inputs)])
             return (gin, list(flat)) if variables else gin
 
         return y, grad_fn
