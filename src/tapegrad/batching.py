@@ -330,7 +330,10 @@ class _VariableWatch:
 
     def __init__(self, who, exempt=None, captures=()):
         self.who = who
-        self.live = [v for v in visible_variables() if exempt is None or not exempt(v)]
+        captures = list(captures)
+        taken = {t._id for t, _ in captures}  # a captured Variable reads its captured value
+        self.live = [v for v in visible_variables()
+                     if v._id not in taken and (exempt is None or not exempt(v))]
         self.before = [v._value for v in self.live]
         self.binding = bind_tensors([*captures, *zip(self.live, self.before)])
         self.values = self.binding.__enter__()
