@@ -2,13 +2,14 @@
 
 Run ``python benchmarks/trace_writes.py [--list]``. Issue 30's trace model has every
 transformation enter and leave through one core API, and a Tensor's value never change after it
-is made; its target for this count is 0. A write is an assignment (plain, augmented or
+is made; the count outside the core is 0 (since the trace-stack API and
+``_variables.set_state``). A write is an assignment (plain, augmented or
 annotated, or ``setattr`` with a constant name) to an attribute named ``tapes`` (the tape
 stack of ``_records._state``) or ``_value`` (a Tensor's or Variable's array). The core is
 ``_tensor``, ``_records``, ``_registry``, ``_validation``, ``_hooks``, ``_views``, ``_tape``
 (as in ``core_size.py``); ``_variables`` (layer 6¼) defines ``Variable.assign`` and is counted
 apart, as the one module above the core that may rebind a Variable's value.
-``tests/test_trace_writes.py`` keeps the count from growing.
+``tests/test_trace_writes.py`` fails on any write outside.
 """
 from __future__ import annotations
 

@@ -54,7 +54,7 @@ from ._records import record
 from ._tape import GradientTape, UnconnectedGradients
 from ._tensor import Tensor, _wrap
 from ._variables import (DeviceTensor, Variable, bind_variables, device_array, device_arrays,
-                         on_device, set_all_on_device, set_on_device, sole_device_arrays,
+                         on_device, set_all_on_device, set_on_device, set_state, sole_device_arrays,
                          visible_variables)
 from .errors import NumericsError, describe_fn
 
@@ -567,11 +567,10 @@ class _Program:
             outs = [on_device(flat[0], self.name)]
         else:
             outs = [_wrap(a) if on_jax else on_device(a, self.name) for a in flat[:self.n_out]]
-        if _records._state.tapes:  # before the writes: the record keeps the values read
+        if _records.trace_entries():  # before the writes: the record keeps the values read
             self._record(leaves, self.variables, outs)
         if on_jax:
-            for v, a in zip(self.state, flat[self.n_out:]):
-                v._value = a
+            set_state(self.state, flat[self.n_out:])
         elif self.state:  # device-resident: copied to the default backend when first read
             set_all_on_device(self.state, flat[self.n_out:], self.name)
         if self.single:
@@ -588,7 +587,7 @@ class _Program:
         other reference), so no value a user or a tape kept changes. None of them while a
         tape records (its record holds snapshots of the Variables). The others' arrays are
         copied and the copies donated (:meth:`_copied`), so the program is compiled once."""
-        if _records._state.tapes:
+        if _records.trace_entries():
             return ()
         return sole_device_arrays(self.variables, self.donated)
 

@@ -85,6 +85,17 @@ class trace_stack:
         return False
 
 
+def push_entry(entry) -> None:
+    """Make ``entry`` (a tape or forward-mode accumulator entering its ``with`` block) this
+    thread's innermost trace-stack entry."""
+    _state.tapes = [*_state.tapes, entry]
+
+
+def remove_entry(entry) -> None:
+    """Take ``entry`` off this thread's trace stack, wherever it is (no error if absent)."""
+    _state.tapes = [t for t in _state.tapes if t is not entry]
+
+
 def trace_entries():
     """This thread's trace stack (a list, innermost last; never mutated: replace it with
     :class:`trace_stack`)."""
@@ -112,10 +123,14 @@ def watched_as_source(t) -> bool:
                and not any(i in op._out_ids for op in tape._ops) for tape in _state.tapes)
 
 
-def rebind(t, old) -> None:
-    """Before the Python object ``t`` is rebound to a new value (``x[key] = v``), make every
-    record of every live tape that holds ``t`` hold ``old`` (a snapshot of ``t``) instead, so
-    that gradients read the values they recorded."""
+def update_in_place(t, update) -> None:
+    """``x[key] = v`` of a plain Tensor ``t`` (the Array API's ``__setitem__``), the one way a
+    Tensor object takes a new value: ``old``, a new Tensor with ``t``'s array and id, takes
+    ``t``'s place in every record of every live tape (so gradients read the values they
+    recorded), and ``t`` takes the array and id of ``update(old)`` (a new Tensor computed from
+    it). No array is written: the old value lives on in ``old``."""
+    old = object.__new__(Tensor)
+    old._value, old._id = t._value, t._id
     i = t._id
     for tape in list(_live_tapes):
         for op in reversed(tape._ops):
@@ -124,6 +139,8 @@ def rebind(t, old) -> None:
                 op.outputs = tuple(old if o is t else o for o in op.outputs)
                 if i in op._out_ids:
                     break  # the op that made t: no earlier record holds it
+    y = update(old)
+    t._value, t._id = y._value, y._id
 
 
 class Dropped:

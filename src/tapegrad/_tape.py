@@ -16,7 +16,7 @@ import warnings
 from . import _backend
 from ._hooks import HOOKS, run_hooks
 from ._pytree import leaf_paths, tree_flatten, tree_unflatten
-from ._records import _live_tapes, _state
+from ._records import _live_tapes, _state, push_entry, remove_entry
 from ._structural import extensions, ops
 from ._tensor import Tensor
 from ._validation import as_gradient_list, check_gradient, no_gradient_error
@@ -77,10 +77,10 @@ class GradientTape:
         return False
 
     def _push(self):
-        _state.tapes = [*_state.tapes, self]
+        push_entry(self)
 
     def _pop(self):
-        _state.tapes = [t for t in _state.tapes if t is not self]
+        remove_entry(self)
 
     @contextlib.contextmanager
     def stop_recording(self):

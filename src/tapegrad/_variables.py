@@ -203,6 +203,16 @@ def set_all_on_device(variables, arrays, name) -> None:
             _set_device(v, a, None, name)
 
 
+def set_state(variables, arrays) -> None:
+    """Give each Variable of ``variables`` its array of ``arrays`` (of its shape and dtype, a
+    JAX array or tracer): the state a compiled call or construct computed for the Variables it
+    assigns. Inside a trace it goes to this thread's binding (``bind_tensors``), which no other
+    thread sees; else it becomes the Variable's value. Not checked and not copied: the caller
+    computed it from the Variable's own value."""
+    for v, a in zip(variables, arrays):
+        v._value = a
+
+
 def _set_device(v, array, host, name):
     if host is None:
         try:

@@ -470,7 +470,7 @@ class _JaxCall:
                 outs, program = self._compile()
                 programs[key] = program
                 return outs
-        recording = bool(_records._state.tapes)
+        recording = bool(_records.trace_entries())
         captures = []
         if _backend.default_namespace() is not np and not _backend.default_namespace(
                 ).__name__.startswith("jax") and self.p.size:
@@ -493,20 +493,17 @@ class _JaxCall:
     def _probe(self):
         """The floating tensors made before the call that ``fun`` reads, from one eager run on
         the first example with the tapes paused (Variables it assigns are put back)."""
-        state = _records._state
-        saved = state.tapes
         observer = _Captures()
-        state.tapes = [observer]
         watch = _VariableWatch(self.who, exempt=_random.is_key)
         try:
             values = [leaf if axis is None else _slice(leaf, axis, 0)
                       for leaf, axis in zip(self.p.leaves, self.p.axes)]
             args, kwargs = self.p.rebuild(values)
-            self.fun(*args, **kwargs)
+            with _records.trace_stack([observer]):
+                self.fun(*args, **kwargs)
         except Exception:  # noqa: BLE001 - e.g. traced values meeting the library's: the
             return None    # captures are then found on the first run
         finally:
-            state.tapes = saved
             watch.check(raising=False)
         return [c for c in observer.found.values() if _floating(c._value.dtype)]
 
@@ -534,7 +531,7 @@ class _JaxCall:
         structure, per leaf its shape, dtype and axis (a static leaf: its type and value), and
         the batch size. ``None`` for any other call."""
         jax = self.jax
-        if (_records._state.tapes or _records._overriding or config.tracing()
+        if (_records.trace_entries() or _records._overriding or config.tracing()
                 or not self.concrete_key_ok):
             return None
         parts = []
@@ -582,58 +579,56 @@ class _JaxCall:
             dyn_vals, cap_vals = vals[:nd], vals[nd:nd + nc]
             idx = vals[nd + nc]
             key = vals[nd + nc + 1] if keyed else self._need_key
-            state = _records._state
-            saved_tapes = state.tapes
             observer = finder["observer"]
-            state.tapes = [observer] if observer is not None and tangents is None else []
+            entries = [observer] if observer is not None and tangents is None else []
             watch = _VariableWatch(who, captures=zip(captures, cap_vals))  # in this thread
             ok = False
-            try:
-                with config.trace_scope(), _random.batch_scope(_random.BatchDraws(idx, key)):
-                    ts = [Tensor(v) for v in dyn_vals]
-                    if tangents is None:
-                        out = self._apply(ts)
-                        acc = None
-                    else:
-                        sources, tans = [], []
-                        for t, tan in zip([*ts, *captures], tangents[:nd + nc]):
-                            if _floating(t._value.dtype):
-                                sources.append(t)
-                                tans.append(Tensor(tan))
-                        with _TransposedAccumulator(sources, tans) as acc:
+            with _records.trace_stack(entries):  # the tapes see the vmap as one op
+                try:
+                    with config.trace_scope(), _random.batch_scope(_random.BatchDraws(idx, key)):
+                        ts = [Tensor(v) for v in dyn_vals]
+                        if tangents is None:
                             out = self._apply(ts)
-                outs, tree = jax.tree_util.tree_flatten(out)
-                out_tree["tree"] = tree
-                for j, o in enumerate(outs):
-                    if not (isinstance(o, Tensor) or hasattr(o, "shape") or isinstance(
-                            o, (int, float, complex, bool, np.generic))):
-                        raise TypeError(f"{who}: output leaf {j} is a {type(o).__name__}; "
-                                        "return Tensors, arrays or numbers (in tuples, lists "
-                                        "or dicts)")
-                primal = [_as_jax(jax, o) for o in outs]
-                if acc is None:
+                            acc = None
+                        else:
+                            sources, tans = [], []
+                            for t, tan in zip([*ts, *captures], tangents[:nd + nc]):
+                                if _floating(t._value.dtype):
+                                    sources.append(t)
+                                    tans.append(Tensor(tan))
+                            with _TransposedAccumulator(sources, tans) as acc:
+                                out = self._apply(ts)
+                    outs, tree = jax.tree_util.tree_flatten(out)
+                    out_tree["tree"] = tree
+                    for j, o in enumerate(outs):
+                        if not (isinstance(o, Tensor) or hasattr(o, "shape") or isinstance(
+                                o, (int, float, complex, bool, np.generic))):
+                            raise TypeError(f"{who}: output leaf {j} is a {type(o).__name__};"
+                                            " return Tensors, arrays or numbers (in tuples, "
+                                            "lists or dicts)")
+                    primal = [_as_jax(jax, o) for o in outs]
+                    if acc is None:
+                        ok = True
+                        return primal, None
+                    tans = acc.jvp([o for o in outs if isinstance(o, Tensor)],
+                                   unconnected_gradients="zero")
                     ok = True
-                    return primal, None
-                tans = acc.jvp([o for o in outs if isinstance(o, Tensor)],
-                               unconnected_gradients="zero")
-                ok = True
-                return primal, _interop._jax_tangents(jax, outs, primal, tans)
-            except Exception as e:  # noqa: BLE001 - tracer errors explained, others as they are
-                assigned = _assigned_variable(e.__traceback__)
-                if assigned is not None:  # assign(batched value) failed: the error vmap promises
-                    raise _assignment_error(who, assigned) from e
-                if _tracer_error(jax, e) and "BatchTrace" in str(e):
-                    raise BatchedValueError(
-                        f"{who}: the Python code at {_user_site(e.__traceback__)} needs the "
-                        "concrete value of a batched tensor (a Python `if`/`while` on a "
-                        "tensor, bool(), float(), int() or .numpy()); under tg.vmap a value "
-                        "stands for the whole batch. Write a branch on a tensor as "
-                        "tg.cond(pred, true_fn, false_fn) or tg.where(condition, x, y), a "
-                        "loop as tg.while_loop or tg.lax.scan") from e
-                raise
-            finally:
-                state.tapes = saved_tapes
-                watch.check(raising=ok)
+                    return primal, _interop._jax_tangents(jax, outs, primal, tans)
+                except Exception as e:  # noqa: BLE001 - tracer errors explained, others kept
+                    assigned = _assigned_variable(e.__traceback__)
+                    if assigned is not None:  # assign(batched value): the error vmap promises
+                        raise _assignment_error(who, assigned) from e
+                    if _tracer_error(jax, e) and "BatchTrace" in str(e):
+                        raise BatchedValueError(
+                            f"{who}: the Python code at {_user_site(e.__traceback__)} needs the "
+                            "concrete value of a batched tensor (a Python `if`/`while` on a "
+                            "tensor, bool(), float(), int() or .numpy()); under tg.vmap a value "
+                            "stands for the whole batch. Write a branch on a tensor as "
+                            "tg.cond(pred, true_fn, false_fn) or tg.where(condition, x, y), a "
+                            "loop as tg.while_loop or tg.lax.scan") from e
+                    raise
+                finally:
+                    watch.check(raising=ok)
 
         @jax.custom_jvp
         def core(*vals):
@@ -686,7 +681,7 @@ class _JaxCall:
                 self.captures = found
                 return _AGAIN
         outs = _interop._outputs(jax, values, raw)
-        if _records._state.tapes and any(_floating(o._value.dtype) for o in outs):
+        if _records.trace_entries() and any(_floating(o._value.dtype) for o in outs):
             entry = CallDef(f"Vmap:{getattr(self.fun, '__name__', 'fn')}",
                             [f"args[{k}]" for k in range(len(inputs))],
                             functools.partial(_interop._gradient, jax, flat_fn),
@@ -780,7 +775,7 @@ def _vectorized_rows(tape, target, cotangents, sources, unconnected, axis, shape
     Per source: a Tensor, or ``_MISSING`` where the target does not depend on it. Eagerly
     only from :data:`VECTORIZE_MIN_ROWS` passes on: below, JAX's fixed cost per call is more
     than the passes cost (about 24 passes break even for a small MLP)."""
-    if _records._state.tapes:
+    if _records.trace_entries():
         return None
     jax = _jax()
     if jax is None:

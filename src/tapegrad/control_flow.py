@@ -41,7 +41,8 @@ from ._registry import CallDef
 from ._tape import GradientTape, UnconnectedGradients
 from ._tensor import Tensor
 from ._tensor import _ids as _tensor_ids
-from ._variables import Variable, bind_tensors, bind_variables, visible_variables
+from ._variables import (Variable, bind_tensors, bind_variables, set_state,
+                         visible_variables)
 from .errors import describe_fn
 from .forward import ForwardAccumulator
 from .ops import (astype, concat, convert_to_tensor, expand_dims, logical_and, logical_not,
@@ -141,13 +142,8 @@ class _Guard:
 def _guarded(fn, args, captures, where):
     """``fn()`` with a :class:`_Guard` that admits ``args`` and ``captures``."""
     allowed = {t._id for t in (*args, *captures) if isinstance(t, Tensor)}
-    state = _records._state
-    saved = state.tapes
-    state.tapes = [*saved, _Guard(allowed, where)]
-    try:
+    with _records.trace_stack([*_records.trace_entries(), _Guard(allowed, where)]):
         return fn()
-    finally:
-        state.tapes = saved
 
 
 def _merge(founds):
@@ -193,16 +189,11 @@ def _isolated(fn, tensors, observer=None):
     the Variables bound to their values in this thread (``bind_tensors``: what it assigns, no
     other thread sees, and it is dropped afterwards); returns ``(outputs, the Variables it
     assigned)``."""
-    state = _records._state
-    saved_tapes = state.tapes
     live = visible_variables()
     before = [v._value for v in live]
-    state.tapes = [observer] if observer is not None else []
-    try:
-        with bind_tensors(zip(live, before)) as values:
-            outs = fn(tensors)
-    finally:
-        state.tapes = saved_tapes
+    with (_records.trace_stack([observer] if observer is not None else []),
+          bind_tensors(zip(live, before)) as values):
+        outs = fn(tensors)
     return outs, [v for v, b in zip(live, before) if values[v._id] is not b]
 
 
@@ -244,7 +235,7 @@ def _bound(fn, state):
 
 
 def _record(op_type, names, inputs, outs, grad, jvp):
-    if _records._state.tapes and any(_floating(o) for o in outs):
+    if _records.trace_entries() and any(_floating(o) for o in outs):
         grad.__name__ = f"{op_type}_vjp"
         read = [k for k, a in enumerate(inputs) if isinstance(a, Variable)]
         if read:
@@ -296,7 +287,7 @@ def _scan_flat(step, carries, xs, length, reverse=False, unroll=1, where="tg.lax
         out = full([*c[nc:], *c[:nc], *x])
         return [*out[:nc], *out[nc + ny:]], out[nc:nc + ny]
 
-    keep = bool(_records._state.tapes)  # the carries entering each step, for the gradient
+    keep = bool(_records.trace_entries())  # the carries entering each step, for the gradient
 
     def again(c, x):
         outs, _ = _isolated(lambda ts: full([*ts[nc:nc + ns], *ts[:nc], *ts[nc + ns:]]),
@@ -311,8 +302,7 @@ def _scan_flat(step, carries, xs, length, reverse=False, unroll=1, where="tg.lax
     final, (ys, entered) = jax.lax.scan(body, init, [_as_jax(x._value) for x in xs],
                                         length=length,
                                         reverse=reverse, unroll=unroll)
-    for v, a in zip(state, final[nc:]):
-        v._value = a
+    set_state(state, final[nc:])
     c_out = [Tensor(a) for a in final[:nc]]
     y_out = [Tensor(a) for a in ys]
     if keep:
@@ -456,10 +446,9 @@ def _switch_flat(index, branches, where="tg.switch_case", names=None):
     s_init = [v._value for v in state]
     res = jax.lax.switch(index._value, [as_jax(f, found) for f, found in zip(fulls, founds)],
                          *s_init)
-    for v, a in zip(state, res[n_out:]):
-        v._value = a
+    set_state(state, res[n_out:])
     outs = [Tensor(a) for a in res[:n_out]]
-    if _records._state.tapes:
+    if _records.trace_entries():
         s_tensors = [Tensor(a) for a in s_init]
 
         def run(full):  # a branch with the Variables it assigns at their values before
@@ -533,7 +522,7 @@ def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
         return outs
 
     recording = any(t._differentiates and (not t._observer or getattr(t, "_transposed", False))
-                    for t in _records._state.tapes)  # a tape, or JAX's transposable JVP
+                    for t in _records.trace_entries())  # a tape, or JAX's transposable JVP
     if isinstance(maximum_iterations, int) and recording:  # a traced bound: no fixed length
         return _bounded_while(cond_fn, checked_body, loop_vars, maximum_iterations, where,
                               names)
@@ -567,10 +556,9 @@ def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
             *([0] if bound else [])]
     s_init = [Tensor(a) for a in init[:ns]]
     final = jax.lax.while_loop(jcond, jbody, init)
-    for v, a in zip(state, final[:ns]):
-        v._value = a
+    set_state(state, final[:ns])
     outs = [Tensor(a) for a in final[ns:ns + n]]
-    if _records._state.tapes:
+    if _records.trace_entries():
         def grad(op, *dys):
             given = ("maximum_iterations is a traced Tensor (computed from the function's "
                      "arguments), so the trip count is unknown when tracing: pass an int or a "
@@ -599,7 +587,7 @@ def _bounded_while(cond_fn, body_fn, loop_vars, maximum_iterations, where, names
     selection (as :func:`_select`: JAX's batched switch masks tangents with ``stop_gradient``,
     which it cannot transpose)."""
     n = len(loop_vars)
-    transposed = any(getattr(t, "_transposed", False) for t in _records._state.tapes)
+    transposed = any(getattr(t, "_transposed", False) for t in _records.trace_entries())
 
     def step(c, x):
         vs, active = c[:n], c[n]
@@ -729,17 +717,12 @@ def _select_flat(takes, runs, where="tg.cond", check=None):
     the tapes paused (then ``check()``, if given, before the selection), and the selection is
     recorded as one op (``Select``) of the runs' captures whose gradient and JVP are
     selections of the runs' gradients and JVPs."""
-    state = _records._state
-    saved = state.tapes
     observer = _Captures()
-    state.tapes = [observer]  # the tapes see one op, recorded below
-    try:
+    with _records.trace_stack([observer]):  # the tapes see one op, recorded below
         columns = [run() for run in runs]
         if check is not None:
             check()
         outs = _selected(takes, columns)
-    finally:
-        state.tapes = saved
     for t in (t for column in columns for t in column):  # a tensor returned as it is
         if t._id < observer.first:
             observer.found.setdefault(t._id, t)

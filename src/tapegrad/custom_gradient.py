@@ -547,7 +547,7 @@ class _CustomRule:
                 raise TypeError(f"tg.{self._kind}: nondiff_argnums={self.nondiff_argnums} "
                                 f"names argument {i}, but {self.__qualname__} was called with "
                                 f"{len(args)} positional argument(s)")
-        if not any(t._differentiates for t in _records._state.tapes):  # as JAX: fun itself
+        if not any(t._differentiates for t in _records.trace_entries()):  # as JAX: fun itself
             return self.fun(*args)                                      # when not differentiated
         nondiff = tuple((i, args[i]) for i in self.nondiff_argnums)
         diff = [a for i, a in enumerate(args) if i not in self.nondiff_argnums]

@@ -27,7 +27,7 @@ from . import _backend, config
 from ._function import (Function, _BoundFunction, _callback_mesh, _input, _jax, _leaf_key,
                         _variable_input)
 from ._tensor import Tensor
-from ._variables import (device_array, live_variables, on_device, set_on_device,
+from ._variables import (device_array, live_variables, on_device, set_on_device, set_state,
                          visible_variables)
 
 __all__ = ["MirroredStrategy", "ReduceOp", "get_strategy", "has_strategy", "process_rows"]
@@ -266,8 +266,8 @@ class MirroredStrategy:
                 value = v._value
                 if before.get(v._id, None) is value:
                     continue
-                v._value = jax.lax.with_sharding_constraint(jax.numpy.asarray(value),
-                                                            replicated)
+                set_state([v], [jax.lax.with_sharding_constraint(jax.numpy.asarray(value),
+                                                                 replicated)])
             return out
 
         step.__name__ = getattr(inner, "__name__", "step")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import sys
 import warnings
 
-from . import _backend, _records, _tape
+from . import _backend, _records
 from ._pytree import show, tree_flatten, tree_unflatten
 from ._records import Dropped
 from ._tape import GradientTape, UnconnectedGradients, _flatten, _unflatten, _zeros_for
@@ -73,12 +73,12 @@ class ForwardAccumulator:
             raise ValueError("this ForwardAccumulator is already active; do not re-enter it "
                              "(TensorFlow raises ValueError too)")
         self._active = True
-        _records._state.tapes = [*_records._state.tapes, self]
+        _records.push_entry(self)
         return self
 
     def __exit__(self, *exc):
         self._active = False
-        _records._state.tapes = [t for t in _records._state.tapes if t is not self]
+        _records.remove_entry(self)
         return False
 
     def watch(self, primal, tangent):
@@ -149,15 +149,11 @@ class ForwardAccumulator:
         if not opdef.differentiable:
             return
         op = _records.new_record(opdef, args, attrs, outs, whole=True)
-        state = _records._state
-        saved = state.tapes
+        saved = _records.trace_entries()
         # inner tapes pause while the rule runs (its ops are no business of theirs)
-        if len(saved) == 1:
-            state.tapes = ()
-        elif self in saved:
-            state.tapes = saved[:saved.index(self)]
+        paused = () if len(saved) == 1 else saved[:saved.index(self)] if self in saved else saved
         rule = getattr(op._gdef, "jvp", None)  # custom_gradient: none
-        try:
+        with _records.trace_stack(paused):
             res = NotImplemented if rule is None else rule(op, *ins)
             if type(res) is Tensor and len(outs) == 1:  # the common case
                 o = outs[0]
@@ -169,8 +165,6 @@ class ForwardAccumulator:
                     tangents[o._id] = res
                 return
             outs_t = _rule_tangents(op, ins, rule, res)
-        finally:
-            state.tapes = saved
         for o, t in zip(outs, outs_t):
             if t is not None:
                 tangents[o._id] = t

@@ -312,7 +312,7 @@ def _call(jax, flat_fn, op_type, inputs, function):
     with np.errstate(all="ignore"), config.x64_scope(jax):
         raw = flat_fn(*[_backend.as_jax(v) for v in values])
     outs = _outputs(jax, values, raw)
-    if _records._state.tapes and any(_floating_dtype(o._value.dtype) for o in outs):
+    if _records.trace_entries() and any(_floating_dtype(o._value.dtype) for o in outs):
         calldef = CallDef(op_type, [f"args[{k}]" for k in range(len(inputs))],
                           functools.partial(_gradient, jax, flat_fn),
                           jvp=functools.partial(_jvp, jax, flat_fn), replay=None,

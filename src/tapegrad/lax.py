@@ -19,8 +19,9 @@ from ._pytree import tree_flatten, tree_unflatten
 from ._tensor import Tensor
 from .custom_gradient import custom_gradient
 from .ops import arange, astype, where, zeros_like
+from .ops.elementwise import optimization_barrier
 
-__all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "map", "custom_linear_solve",
+__all__ = ["optimization_barrier", "scan", "fori_loop", "while_loop", "cond", "switch", "map", "custom_linear_solve",
            "custom_root"]
 
 

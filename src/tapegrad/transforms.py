@@ -35,6 +35,7 @@ from .ops.creation import convert_to_tensor
 from .custom_gradient import _leaf_inputs, _rebuild, _trees, custom_gradient
 from .forward import jacfwd, jvp
 from .ops import identity, isdtype
+from .ops.elementwise import optimization_barrier
 
 _FLOATING = ("real floating", "complex floating")
 
@@ -301,9 +302,8 @@ def recompute_grad(f):
             with GradientTape(watch_accessed_variables=False) as tape:
                 # a fresh Tensor per position: an argument passed twice, or also read by f
                 # from a closure, gets the gradient of its position only
-                xs = [identity(x) if isinstance(x, Tensor) and _is_floating(x) else x
-                      for x in inputs]
-                _barrier([x for x, a in zip(xs, inputs) if x is not a], dys)
+                xs = _held([identity(x) if isinstance(x, Tensor) and _is_floating(x) else x
+                            for x in inputs], inputs, dys)
                 tape.watch([x for x, a in zip(xs, inputs) if x is not a])
                 tape.watch(list(variables))
                 ins = _rebuild(given, trees, xs)
@@ -322,19 +322,22 @@ def recompute_grad(f):
     return functools.wraps(f)(custom_gradient(checkpointed))
 
 
-def _barrier(xs, dys):
-    """Inside a compiled function, make the recomputation's inputs ``xs`` (fresh Tensors)
-    hold their values through ``jax.lax.optimization_barrier`` together with the cotangents
-    ``dys``, as ``jax.checkpoint`` does: XLA can then neither merge the recomputation back
-    into the forward (common-subexpression elimination) nor run it before the cotangents
-    exist, so the forward's intermediates are not kept."""
-    jax = config.loaded_jax()
-    values = [t._value for t in (*xs, *dys) if isinstance(t, Tensor)]
-    if jax is None or not any(isinstance(v, jax.core.Tracer) for v in values):
-        return
-    held = jax.lax.optimization_barrier(values)
-    for x, v in zip(xs, held):
-        x._value = v  # the same values: the outer tapes' records of identity(x) stay true
+def _held(xs, inputs, dys):
+    """``xs`` with its fresh Tensors (the recomputation's inputs, those that are not the
+    ``inputs`` themselves) passed through one
+    ``optimization_barrier`` together with the cotangents ``dys``, as ``jax.checkpoint``
+    does: under ``tg.function`` XLA can then neither merge the recomputation back into the
+    forward (common-subexpression elimination) nor run it before the cotangents exist, so the
+    forward's intermediates are not kept. Eagerly, ``xs`` as they are."""
+    fresh = [k for k, (x, a) in enumerate(zip(xs, inputs)) if x is not a]
+    if not fresh or not config.tracing():
+        return xs
+    ds = [d for d in dys if isinstance(d, Tensor)]
+    held = optimization_barrier(*[xs[k] for k in fresh], *ds)
+    out = list(xs)
+    for k, h in zip(fresh, held):
+        out[k] = h
+    return out
 
 
 def hessian(f, argnums=0):

@@ -2,6 +2,7 @@
 default backend, ``TAPEGRAD_ARRAY_BACKEND=jax.numpy``) leaves the device for a NumPy round
 trip, and JAX's linear algebra reads what NumPy's does.
 
+* ``optimization_barrier`` is ``jax.lax.optimization_barrier`` (``tg.lax``'s).
 * ``erf`` is ``jax.scipy.special.erf``.
 * ``scatter_add`` and ``scatter_update`` are JAX's functional updates, ``.at[key].add`` and
   ``.at[key].set`` (repeated indices accumulate in ``add``).
@@ -52,5 +53,12 @@ def cholesky(x):
     return jnp.linalg.cholesky(x, symmetrize_input=False)
 
 
-KERNELS = {"erf": erf, "scatter_add": scatter_add, "scatter_update": scatter_update,
+def optimization_barrier(xs):
+    """``jax.lax.optimization_barrier`` of the tuple ``xs``."""
+    import jax
+
+    return jax.lax.optimization_barrier(tuple(xs))
+
+
+KERNELS = {"optimization_barrier": optimization_barrier, "erf": erf, "scatter_add": scatter_add, "scatter_update": scatter_update,
            "eigh": eigh, "eigvalsh": eigvalsh, "cholesky": cholesky}

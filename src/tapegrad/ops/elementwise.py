@@ -29,6 +29,7 @@ import math
 import numpy as _np
 
 from .._backend import namespace as _ns
+from .._backend import own_kernel as _own_kernel
 from .._backend import np_dtype as _np_dtype
 from .._backend import xp_dtype
 from .._registry import Arg, RegisterGradient, RegisterJVP, Sample, no_gradient, primitive
@@ -420,6 +421,27 @@ RegisterJVP("Identity")(linear_jvp)
 @RegisterGradient("Identity", reads="none")
 def _identity_grad(op, dy):
     return dy
+
+
+@primitive("OptimizationBarrier", samples=[Sample((3,)), Sample((2, 3), (4,))])
+def optimization_barrier(*xs):
+    """Return the tensors ``xs`` (any shapes and dtypes) unchanged, as a tuple of new Tensors,
+    through one op that a compiler may not move computations across (``tg.lax`` name, after
+    ``jax.lax.optimization_barrier``). Under ``tg.function`` it is JAX's: XLA neither merges
+    what reads its outputs with what made its inputs nor runs it before all of ``xs`` exist
+    (``recompute_grad`` holds its recomputation's inputs and the cotangents with it, as
+    ``jax.checkpoint`` does). Eagerly it does nothing. Gradient and JVP: those of the identity
+    (the op is the identity function of each input)."""
+    barrier = _own_kernel(_ns(*xs), "optimization_barrier")
+    return tuple(xs) if barrier is None else tuple(barrier(xs))
+
+
+RegisterJVP("OptimizationBarrier")(linear_jvp)
+
+
+@RegisterGradient("OptimizationBarrier", reads="none")
+def _optimization_barrier_grad(op, *dys):
+    return dys
 
 
 @primitive("StopGradient")

@@ -411,11 +411,7 @@ def setitem(x, key, value, /):
         x.assign(_update(x._value, value._value if isinstance(value, Tensor) else value,
                          key=key))
         return
-    old = object.__new__(Tensor)  # tape records keep the old value under its old id
-    old._value, old._id = x._value, x._id
-    _records.rebind(x, old)
-    y = _scatter_update(old, value, key=key)
-    x._value, x._id = y._value, y._id
+    _records.update_in_place(x, lambda old: _scatter_update(old, value, key=key))
 
 
 __all__ = ["take", "take_along_axis"]
