@@ -83,10 +83,13 @@ def test_gradient_compiled_and_in_a_compiled_loop(op_type):
             np.testing.assert_allclose(g.numpy(), e, rtol=1e-9, atol=1e-12,
                                        err_msg=f"{op_type}: {name}, {k}")
     # JAX transforming the op through tg.to_jax: its reverse mode transposes the JVP rules
+    # (JAX in 64-bit mode for the float64 references; a test module imported beside this one
+    # may have turned it on for the process, this file alone has not)
     primals, directions = [x.numpy() for x in xs], [t.numpy() for t in tangents]
-    by_jax = {"VJP by jax.grad(tg.to_jax)": jax.grad(tg.to_jax(lambda *xs: total(f(*xs))),
-                                                      argnums=tuple(range(len(xs))))(*primals),
-              "JVP by jax.jvp(tg.to_jax)": jax.jvp(tg.to_jax(f), primals, directions)[1]}
+    with tg.config.x64_scope(jax):
+        by_jax = {"VJP by jax.grad(tg.to_jax)": jax.grad(tg.to_jax(lambda *xs: total(f(*xs))),
+                                                          argnums=tuple(range(len(xs))))(*primals),
+                  "JVP by jax.jvp(tg.to_jax)": jax.jvp(tg.to_jax(f), primals, directions)[1]}
     for name, got in by_jax.items():
         for k, (g, e) in enumerate(zip(got, expected_jvp if "JVP" in name else expected)):
             np.testing.assert_allclose(np.asarray(g), e, rtol=1e-9, atol=1e-12,
