@@ -431,7 +431,7 @@ def py_function(func, inp, Tout, name=None):  # noqa: N803 - TensorFlow's name
     """
     from .ops.creation import convert_to_tensor
 
-    args = [a if isinstance(a, Tensor) else convert_to_tensor(a) for a in inp]
+    args = [convert_to_tensor(a) for a in inp]
     return _cast_outputs(func(*args), Tout, "py_function")
 
 
@@ -733,7 +733,7 @@ class custom_jvp(_CustomRule):  # noqa: N801 - JAX's name
 
 
 def _differentiable(x):
-    return isinstance(x, Tensor) and x.dtype.kind in "fc"
+    return isinstance(x, Tensor) and _backend.is_floating(x.dtype)
 
 
 def _zero_tangents(primal, tangent):

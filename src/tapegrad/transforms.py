@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 
 from . import config
+from ._backend import is_floating
 from ._pytree import show as _show
 from ._pytree import tree_flatten as _tree_flatten
 from ._pytree import tree_unflatten as _tree_unflatten
@@ -36,7 +37,6 @@ from .custom_gradient import _leaf_inputs, _rebuild, _trees, custom_gradient
 from .forward import jacfwd, jvp
 from .ops import identity, isdtype
 
-_FLOATING = ("real floating", "complex floating")
 
 
 # --- the tape under every transform ------------------------------------------------------------
@@ -54,10 +54,6 @@ def _argnums(name, argnums, n_args):
                             f"requires at least {max(i, -i - 1) + 1} positional arguments, but "
                             f"f was called with {n_args}")
     return tuple(i % n_args for i in nums)
-
-
-def _is_floating(t):
-    return isdtype(t.dtype, _FLOATING)
 
 
 class _Traced:
@@ -91,8 +87,8 @@ class _Traced:
 
     def _primal(self, i, leaf, integers_ok):
         """The Tensor passed to ``f`` for one leaf of argument ``i`` (``None``: not floating)."""
-        x = leaf if isinstance(leaf, Tensor) else convert_to_tensor(leaf)
-        if _is_floating(x):
+        x = convert_to_tensor(leaf)
+        if is_floating(x.dtype):
             return identity(x)
         if integers_ok:
             return None
@@ -222,7 +218,8 @@ def vjp(f, *primals, has_aux=False):
 def _pullback(tape, outs, cotangents, sources, unconnected):
     """``tape``'s vector-Jacobian product: the gradients of the floating ones of ``outs`` with
     ``cotangents``, with respect to ``sources`` (a list)."""
-    pairs = [(o, c) for o, c in zip(map(convert_to_tensor, outs), cotangents) if _is_floating(o)]
+    pairs = [(o, c) for o, c in zip(map(convert_to_tensor, outs), cotangents)
+             if is_floating(o.dtype)]
     return tape.gradient([o for o, _ in pairs], sources, output_gradients=[c for _, c in pairs],
                          unconnected_gradients=unconnected)
 
@@ -301,7 +298,7 @@ def recompute_grad(f):
             with GradientTape(watch_accessed_variables=False) as tape:
                 # a fresh Tensor per position: an argument passed twice, or also read by f
                 # from a closure, gets the gradient of its position only
-                xs = [identity(x) if isinstance(x, Tensor) and _is_floating(x) else x
+                xs = [identity(x) if isinstance(x, Tensor) and is_floating(x.dtype) else x
                       for x in inputs]
                 _barrier([x for x, a in zip(xs, inputs) if x is not a], dys)
                 tape.watch([x for x, a in zip(xs, inputs) if x is not a])
