@@ -553,6 +553,18 @@ class _CustomRule:
         diff = [a for i, a in enumerate(args) if i not in self.nondiff_argnums]
         return self._record((nondiff,), *diff)
 
+    def __get__(self, obj, objtype=None):
+        """As a method (``@tg.custom_vjp`` on a ``def`` in a class): ``obj.f`` is ``f`` with
+        ``obj`` bound to the first positional argument, as a function's method is (so
+        ``obj.f(x)`` is ``f(obj, x)``; put 0 in ``nondiff_argnums`` to pass ``obj`` to the
+        rule first, without a cotangent). ``Class.f`` is ``f`` itself. JAX's objects have no
+        ``__get__``: there ``Class.f(obj, x)`` is the call that works, and gives the same."""
+        if obj is None:
+            return self
+        bound = functools.partial(self, obj)
+        functools.update_wrapper(bound, self.fun)
+        return bound
+
     def __repr__(self):
         return f"<tg.{self._kind} {describe_fn(self.fun)}>"
 
