@@ -1296,3 +1296,33 @@ def test_closed_over_matrices_of_matrix_products_are_one_array_each_in_the_gradi
         stablehlo = program.compiled.lower(w.numpy()).as_text()
     constants = re.findall(r"stablehlo.constant dense<[^>]*> : tensor<(\w+)xf64>", stablehlo)
     assert sorted(c for c in constants if "x" in c) == ["20x5", "5x30"]
+
+
+def test_the_first_trace_is_not_recorded_by_the_enclosing_tape_or_accumulator():
+    # the first call traces f: the enclosing tape recorded the trace's ops (on JAX tracers,
+    # ['Mul', 'Sin', 'Mul'] before the call's own op) and an accumulator saw them
+    v = tg.Variable(np.array([0.5, 1.0]))
+
+    @tg.function(jit_compile=True)
+    def f(x):
+        return tg.sin(v * x) * 2.0
+
+    x0 = np.array([0.3, -0.7])
+    x = tg.constant(x0)
+    for call in range(2):
+        with tg.GradientTape(persistent=True) as tape:
+            y = f(x)
+        assert [op.type for op in tape.operations] == ["Function:f"], call
+        np.testing.assert_allclose(tape.gradient(y, v).numpy(),
+                                   2.0 * np.cos(v.numpy() * x0) * x0, rtol=1e-12)
+    f2 = tg.function(f.__wrapped__, jit_compile=True)  # a first call under an accumulator
+    for call in range(2):
+        with tg.GradientTape(persistent=True) as tape:
+            with tg.ForwardAccumulator(x, tg.constant(np.ones(2))) as acc:
+                y = f2(x)
+        assert not any(isinstance(t._value, jax.core.Tracer)
+                       for op in tape.operations for t in (*op.inputs, *op.outputs)
+                       if isinstance(t, tg.Tensor)), call
+        np.testing.assert_allclose(acc.jvp(y).numpy(), 2.0 * np.cos(v.numpy() * x0) * v.numpy(),
+                                   rtol=1e-12)
+

@@ -481,9 +481,13 @@ class _Program:
         dyn_avals = [jax.ShapeDtypeStruct(tuple(leaves[k].shape),
                                           _backend.np_dtype(_raw(leaves[k]).dtype))
                      for k in self.dynamic]
+        # the enclosing tapes and accumulators do not see the trace's ops (on tracers): they
+        # record the call as one op; observers (check-numerics) do, to check in the program
+        paused = [t for t in _records.trace_entries() if t._observer and not t._differentiates]
         try:
             # float64 as eagerly, for tapegrad's programs only; float32 products not in TF32
-            with config.x64_scope(jax), config.precision_scope(jax):
+            with config.x64_scope(jax), config.precision_scope(jax), \
+                    _records.trace_stack(paused):
                 closed = jax.make_jaxpr(pure)(var_avals, dyn_avals)
         except Exception as e:  # noqa: BLE001 - re-raised, explained where it is a tracing error
             raise _explained(e, self.name) from e
