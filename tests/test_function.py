@@ -1326,3 +1326,35 @@ def test_the_first_trace_is_not_recorded_by_the_enclosing_tape_or_accumulator():
         np.testing.assert_allclose(acc.jvp(y).numpy(), 2.0 * np.cos(v.numpy() * x0) * v.numpy(),
                                    rtol=1e-12)
 
+
+def test_forward_mode_around_a_compiled_while_loop_without_a_bound_is_jaxs_jvp():
+    # a compiled call's tangents were the transpose of its VJP, which a while_loop without
+    # maximum_iterations does not have: "reverse-mode differentiation of a compiled while_loop
+    # needs a bound ... Forward mode (tg.jvp, ForwardAccumulator) works without it", raised
+    # by forward mode. Now the call's JVP rule runs the program under an accumulator.
+    v = tg.Variable(np.array([1.25, 0.5]))
+
+    def f(w):
+        return tg.while_loop(lambda x: tg.sum(x) < 6.0, lambda x: x * w * v + 0.5, [w])[0]
+
+    w0, t0, tv = np.array([1.5, 1.2]), np.array([1.0, -0.5]), np.array([0.25, 2.0])
+
+    def want(w, t, dv):
+        with tg.config.x64_scope(jax):
+            g = lambda w, v: jax.lax.while_loop(lambda x: x.sum() < 6.0,  # noqa: E731
+                                                lambda x: x * w * v + 0.5, w)
+            return [np.asarray(a) for a in jax.jvp(g, (w, v.numpy()), (t, dv))]
+
+    fc = tg.function(f, jit_compile=True)
+    for call in range(2):  # the first call traces f, the second runs the program
+        y, dy = tg.jvp(fc, (tg.constant(w0),), (tg.constant(t0),))
+        ref = want(w0, t0, np.zeros(2))
+        np.testing.assert_allclose(y.numpy(), ref[0], rtol=1e-12)
+        np.testing.assert_allclose(dy.numpy(), ref[1], rtol=1e-12)
+        w = tg.constant(w0)
+        with tg.ForwardAccumulator([w, v], [tg.constant(t0), tg.constant(tv)]) as acc:
+            y = fc(w)
+        np.testing.assert_allclose(acc.jvp(y).numpy(), want(w0, t0, tv)[1], rtol=1e-12)
+    with pytest.raises(ValueError, match="reverse-mode differentiation of a compiled "
+                                         "while_loop needs a bound"):
+        tg.grad(lambda w: tg.sum(fc(w)))(tg.constant(w0))
