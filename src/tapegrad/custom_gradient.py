@@ -27,6 +27,7 @@ from ._registry import CallDef, no_gradient, primitive, variable_names
 from ._tensor import _SCALARS, Tensor
 from ._variables import Variable
 from ._tape import GradientTape
+from ._validation import gradients_by_name
 from .errors import GradientCountError, GradientShapeError, VariablesError, describe_fn
 from .ops import astype, clip, zeros_like
 
@@ -272,14 +273,8 @@ def _per_argument(res, arg_names, fn):
     n = len(arg_names)
     if n == 1:
         return [res]
-    if isinstance(res, dict):
-        unknown = sorted(set(res) - set(arg_names), key=str)
-        if unknown:
-            raise GradientCountError(
-                f"the gradient function {describe_fn(fn)} returned gradients for "
-                f"{', '.join(map(repr, unknown))}, which are not arguments; its arguments are "
-                f"{', '.join(map(repr, arg_names))}")
-        return [res.get(name) for name in arg_names]
+    if isinstance(res, dict):  # by name (one argument's gradient may be a dict: above)
+        return gradients_by_name(res, arg_names, fn, "arguments")
     if isinstance(res, (tuple, list)) and len(res) == n:
         return list(res)
     got = f"{len(res)} gradients" if isinstance(res, (tuple, list)) else f"a {type(res).__name__}"
