@@ -119,6 +119,25 @@ def test_a_gradient_dict_with_unknown_names_of_any_type_is_a_gradient_count_erro
 
 
 # --- _tensor -----------------------------------------------------------------------------------
+def test_one_helper_for_each_conversion_and_dtype_test():
+    # issue 30 item 10: "as a Tensor" is tg.convert_to_tensor (_tensor.wrapped for a backend
+    # array or tracer kept as is) and "is floating" is _backend.is_floating, with no module's
+    # private copy beside them
+    import pathlib
+
+    src = pathlib.Path(tg.__file__).parent
+    copies = re.compile(r"^def (_tensor|_floating|_is_floating|_floating_dtype|_is_floating_dtype"
+                        r"|_is_float|is_float)\(|dtype\.kind (not )?in \"fc\"", re.M)
+    found = [f"{p.relative_to(src)}: {m.group(0)}" for p in sorted(src.rglob("*.py"))
+             for m in copies.finditer(p.read_text())]
+    assert found == []
+    t = tg.constant([1.0])
+    assert tg._tensor.wrapped(t) is t
+    raw = np.array([1, 2])
+    w = tg._tensor.wrapped(raw)
+    assert type(w) is tg.Tensor and w._value is raw  # wrapped, not converted or copied
+
+
 def test_assign_add_and_sub_take_a_list_in_the_variables_dtype():
     v = tg.Variable(np.array([1, 2], dtype=np.int8))
     # 300 does not fit int8: refused like the Python int 300, not wrapped around

@@ -378,6 +378,22 @@ def test_gradient_dict_with_unknown_name_is_an_error():
         tape.gradient(y, x)
 
 
+def test_gradient_dict_of_several_arguments_with_an_unknown_name_names_the_arguments():
+    # by name per argument (custom_gradient), as per input (the tape): one helper,
+    # _validation.gradients_by_name, says which it is
+    @tg.custom_gradient
+    def f(x, pair):
+        return x * pair[0] * pair[1], lambda dy: {"pair": (dy, dy), "q": dy, "p": dy}
+
+    x = tg.Variable(1.0)
+    with tg.GradientTape() as tape:
+        y = f(x, (tg.constant(2.0), tg.constant(3.0)))
+    with pytest.raises(GradientCountError, match=r"^the gradient function .*f\.<locals>\.<lambda> "
+                       r".*returned gradients for 'p', 'q', which are not arguments; its "
+                       r"arguments are 'x', 'pair'$"):
+        tape.gradient(y, x)
+
+
 def test_keyword_tensors_get_gradients():
     @tg.custom_gradient
     def scale(x, *, factor):

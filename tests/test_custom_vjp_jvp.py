@@ -299,3 +299,111 @@ def test_a_tape_outside_an_accumulator_differentiates_a_custom_vjp_tangent():
         d = acc.jvp(y)
     np.testing.assert_allclose(float(d), np.cos(0.7), rtol=1e-14)
     np.testing.assert_allclose(float(tape.gradient(d, x)), -np.sin(0.7), rtol=1e-14)
+
+
+# --- as methods (issue 30) -----------------------------------------------------------------
+def _scaled_model(lib, vjp, jvp):
+    """A class with a custom_vjp and a custom_jvp method of ``self.a * sin(x)``, self a nondiff
+    argument; the rules are the true derivative times 3 (so a rule that is not used shows)."""
+    class Model:
+        def __init__(self, a):
+            self.a = a
+
+        @functools.partial(vjp, nondiff_argnums=(0,))
+        def by_vjp(self, x):
+            return self.a * lib.sin(x)
+
+        def _fwd(self, x):
+            return self.a * lib.sin(x), x
+
+        def _bwd(self, x, g):
+            return (3.0 * g * self.a * lib.cos(x),)
+
+        by_vjp.defvjp(_fwd, _bwd)
+
+        @functools.partial(jvp, nondiff_argnums=(0,))
+        def by_jvp(self, x):
+            return self.a * lib.sin(x)
+
+        @by_jvp.defjvp
+        def _jvp(self, primals, tangents):
+            (x,), (t,) = primals, tangents
+            return self.a * lib.sin(x), 3.0 * self.a * lib.cos(x) * t
+
+    return Model(2.5)
+
+
+@pytest.mark.parametrize("name", ["by_vjp", "by_jvp"])
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_custom_rule_as_a_method_binds_self_like_a_function(name, compiled):
+    # obj.f(x) is f(obj, x), as for a function; JAX's custom_vjp/custom_jvp objects have no
+    # __get__ (obj.f(x) raises there), so JAX is called as Class.f(obj, x), which gives the same
+    m_tg, m_jax = _scaled_model(tg, tg.custom_vjp, tg.custom_jvp), _scaled_model(
+        jnp, jax.custom_vjp, jax.custom_jvp)
+    method, unbound = getattr(m_tg, name), getattr(type(m_jax), name)
+    assert isinstance(getattr(type(m_tg), name), (tg.custom_vjp, tg.custom_jvp))
+    assert method.__name__ == name
+    x = tg.constant(_X)
+    wrap = tg.function(jit_compile=True) if compiled else (lambda f: f)
+    _close(wrap(method)(x), _jax(lambda x: unbound(m_jax, x), _X))
+    _close(wrap(tg.grad(lambda x: tg.sum(method(x))))(x),
+           _jax(jax.grad(lambda x: jnp.sum(unbound(m_jax, x))), _X))
+    _close(getattr(type(m_tg), name)(m_tg, x), _jax(lambda x: unbound(m_jax, x), _X))
+    if name == "by_jvp":
+        t = np.linspace(0.5, 1.5, _X.size).reshape(_X.shape)
+        _close(tg.jvp(method, (x,), (tg.constant(t),))[1],
+               _jax(lambda x, t: jax.jvp(lambda x: unbound(m_jax, x), (x,), (t,))[1], _X, t))
+    with pytest.raises(TypeError):  # JAX: obj.f(x) is not a method call
+        _jax(getattr(m_jax, name), _X)
+
+
+def test_a_method_without_self_in_nondiff_argnums_gets_no_cotangent_for_self():
+    class Model:
+        a = 2.0
+
+        @tg.custom_vjp
+        def f(self, x):
+            return self.a * tg.sin(x)
+
+        def _fwd(self, x):
+            return self.a * tg.sin(x), (self, x)
+
+        def _bwd(res, g):
+            self, x = res
+            return None, g * self.a * tg.cos(x)
+
+        f.defvjp(_fwd, _bwd)
+
+    x = tg.constant(_X)
+    np.testing.assert_allclose(tg.grad(lambda x: tg.sum(Model().f(x)))(x).numpy(),
+                               2.0 * np.cos(_X), rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["by_vjp", "by_jvp"])
+@pytest.mark.parametrize("modes", [("rev",), ("rev", "fwd")])
+def test_check_gradients_checks_a_custom_rule_and_names_a_wrong_one(name, modes):
+    x = np.array([0.3, 0.7, -1.1])
+
+    @tg.custom_vjp
+    def right_vjp(x, y):
+        return tg.sin(x) * y
+
+    right_vjp.defvjp(lambda x, y: (tg.sin(x) * y, (x, y)),
+                     lambda r, g: (g * tg.cos(r[0]) * r[1], g * tg.sin(r[0])))
+
+    @tg.custom_jvp
+    def right_jvp(x, y):
+        return tg.sin(x) * y
+
+    @right_jvp.defjvp
+    def _(p, t):
+        return tg.sin(p[0]) * p[1], tg.cos(p[0]) * p[1] * t[0] + tg.sin(p[0]) * t[1]
+
+    right = right_vjp if name == "by_vjp" else right_jvp
+    for order in (1, 2):
+        tg.test.check_gradients(right, [x, x + 2.0], order=order, modes=modes)
+    wrong = getattr(_scaled_model(tg, tg.custom_vjp, tg.custom_jvp), name)  # 3x the derivative
+    kind = "CustomVJP" if name == "by_vjp" else "CustomJVP"
+    with pytest.raises(AssertionError, match=rf"FAILED    op 0: {kind}:{name}, gradient "
+                                             r"(?s:.*)gradient / derivative = 3(\.0+)?\b"):
+        tg.test.check_gradients(lambda x: tg.exp(wrong(x)), [x], modes=modes)

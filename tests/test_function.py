@@ -1296,3 +1296,65 @@ def test_closed_over_matrices_of_matrix_products_are_one_array_each_in_the_gradi
         stablehlo = program.compiled.lower(w.numpy()).as_text()
     constants = re.findall(r"stablehlo.constant dense<[^>]*> : tensor<(\w+)xf64>", stablehlo)
     assert sorted(c for c in constants if "x" in c) == ["20x5", "5x30"]
+
+
+def test_the_first_trace_is_not_recorded_by_the_enclosing_tape_or_accumulator():
+    # the first call traces f: the enclosing tape recorded the trace's ops (on JAX tracers,
+    # ['Mul', 'Sin', 'Mul'] before the call's own op) and an accumulator saw them
+    v = tg.Variable(np.array([0.5, 1.0]))
+
+    @tg.function(jit_compile=True)
+    def f(x):
+        return tg.sin(v * x) * 2.0
+
+    x0 = np.array([0.3, -0.7])
+    x = tg.constant(x0)
+    for call in range(2):
+        with tg.GradientTape(persistent=True) as tape:
+            y = f(x)
+        assert [op.type for op in tape.operations] == ["Function:f"], call
+        np.testing.assert_allclose(tape.gradient(y, v).numpy(),
+                                   2.0 * np.cos(v.numpy() * x0) * x0, rtol=1e-12)
+    f2 = tg.function(f.__wrapped__, jit_compile=True)  # a first call under an accumulator
+    for call in range(2):
+        with tg.GradientTape(persistent=True) as tape:
+            with tg.ForwardAccumulator(x, tg.constant(np.ones(2))) as acc:
+                y = f2(x)
+        assert not any(isinstance(t._value, jax.core.Tracer)
+                       for op in tape.operations for t in (*op.inputs, *op.outputs)
+                       if isinstance(t, tg.Tensor)), call
+        np.testing.assert_allclose(acc.jvp(y).numpy(), 2.0 * np.cos(v.numpy() * x0) * v.numpy(),
+                                   rtol=1e-12)
+
+
+def test_forward_mode_around_a_compiled_while_loop_without_a_bound_is_jaxs_jvp():
+    # a compiled call's tangents were the transpose of its VJP, which a while_loop without
+    # maximum_iterations does not have: "reverse-mode differentiation of a compiled while_loop
+    # needs a bound ... Forward mode (tg.jvp, ForwardAccumulator) works without it", raised
+    # by forward mode. Now the call's JVP rule runs the program under an accumulator.
+    v = tg.Variable(np.array([1.25, 0.5]))
+
+    def f(w):
+        return tg.while_loop(lambda x: tg.sum(x) < 6.0, lambda x: x * w * v + 0.5, [w])[0]
+
+    w0, t0, tv = np.array([1.5, 1.2]), np.array([1.0, -0.5]), np.array([0.25, 2.0])
+
+    def want(w, t, dv):
+        with tg.config.x64_scope(jax):
+            g = lambda w, v: jax.lax.while_loop(lambda x: x.sum() < 6.0,  # noqa: E731
+                                                lambda x: x * w * v + 0.5, w)
+            return [np.asarray(a) for a in jax.jvp(g, (w, v.numpy()), (t, dv))]
+
+    fc = tg.function(f, jit_compile=True)
+    for call in range(2):  # the first call traces f, the second runs the program
+        y, dy = tg.jvp(fc, (tg.constant(w0),), (tg.constant(t0),))
+        ref = want(w0, t0, np.zeros(2))
+        np.testing.assert_allclose(y.numpy(), ref[0], rtol=1e-12)
+        np.testing.assert_allclose(dy.numpy(), ref[1], rtol=1e-12)
+        w = tg.constant(w0)
+        with tg.ForwardAccumulator([w, v], [tg.constant(t0), tg.constant(tv)]) as acc:
+            y = fc(w)
+        np.testing.assert_allclose(acc.jvp(y).numpy(), want(w0, t0, tv)[1], rtol=1e-12)
+    with pytest.raises(ValueError, match="reverse-mode differentiation of a compiled "
+                                         "while_loop needs a bound"):
+        tg.grad(lambda w: tg.sum(fc(w)))(tg.constant(w0))

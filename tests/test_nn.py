@@ -287,3 +287,18 @@ def test_other_array_api_backend():
         np.testing.assert_allclose(np.asarray(y._value), ref, rtol=1e-12)
         ref_g = tape_grad(lambda a: fn(a, np.asarray), x0, np.ones(ref.shape))
         np.testing.assert_allclose(np.asarray(g._value), ref_g, rtol=1e-12, atol=1e-15)
+
+
+def test_a_numpy_argument_is_copied_so_writing_into_it_later_cannot_change_the_gradient():
+    # the ops convert non-Tensor arguments with tg.convert_to_tensor (a copy, as tg.constant);
+    # they shared the NumPy array's memory before (tg.asarray), so the backward pass read the
+    # values written into it after the forward pass
+    logits = tg.Variable(np.array([[0.5, -1.0, 2.0]]))
+    labels = np.array([[0.2, 0.3, 0.5]])
+    with tg.GradientTape() as tape:
+        y = tg.sum(nn.softmax_cross_entropy_with_logits(labels=labels, logits=logits))
+    before = np.array(labels)
+    labels[...] = 7.0
+    g = tape.gradient(y, logits).numpy()
+    expected = sp.softmax(logits.numpy(), axis=-1) * before.sum() - before
+    np.testing.assert_allclose(g, expected, rtol=1e-12)

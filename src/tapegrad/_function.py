@@ -57,6 +57,7 @@ from ._variables import (DeviceTensor, Variable, bind_variables, device_array, d
                          on_device, set_all_on_device, set_on_device, set_state, sole_device_arrays,
                          visible_variables)
 from .errors import NumericsError, describe_fn
+from .forward import ForwardAccumulator
 
 __all__ = ["function", "Function", "TensorSpec", "RetracingWarning"]
 
@@ -481,9 +482,13 @@ class _Program:
         dyn_avals = [jax.ShapeDtypeStruct(tuple(leaves[k].shape),
                                           _backend.np_dtype(_raw(leaves[k]).dtype))
                      for k in self.dynamic]
+        # the enclosing tapes and accumulators do not see the trace's ops (on tracers): they
+        # record the call as one op; observers (check-numerics) do, to check in the program
+        paused = [t for t in _records.trace_entries() if t._observer and not t._differentiates]
         try:
             # float64 as eagerly, for tapegrad's programs only; float32 products not in TF32
-            with config.x64_scope(jax), config.precision_scope(jax):
+            with config.x64_scope(jax), config.precision_scope(jax), \
+                    _records.trace_stack(paused):
                 closed = jax.make_jaxpr(pure)(var_avals, dyn_avals)
         except Exception as e:  # noqa: BLE001 - re-raised, explained where it is a tracing error
             raise _explained(e, self.name) from e
@@ -528,7 +533,7 @@ class _Program:
         names = [*[f"args[{i}]" for i in range(len(self.dynamic))],
                  *_registry.variable_names(self.variables)]
         self.calldef = _registry.CallDef(f"Function:{self.name}", names, _vjp_gradient(replay),
-                                         replay=replay, function=replay,
+                                         jvp=_jvp_rule(replay), replay=replay, function=replay,
                                          variables=self.variables)
 
     def _arguments(self, tensors):
@@ -775,6 +780,45 @@ def _compiled_vjp(fn, n_inputs, floating):
 
     vjp.__name__ = f"{getattr(fn, '__name__', 'fn')}_vjp"
     return Function(vjp, jit_compile=True)
+
+
+def _jvp_rule(fn):
+    """The JVP rule of a recorded call of the pure function ``fn``: ``fn`` again under a
+    forward-mode accumulator, compiled (so a ``while_loop`` without ``maximum_iterations``,
+    which has a JVP but no VJP, works in forward mode through a compiled call), and recorded
+    in turn on the tapes and accumulators that record the tangent computation."""
+    def jvp(op, *ts):
+        have = tuple(k for k, t in enumerate(ts) if t is not None)
+        floating = tuple(k for k, o in enumerate(op.outputs) if _backend.is_floating(o.dtype))
+        tangents = _compiled_jvp(fn, len(op.inputs), have, floating)(
+            *op.inputs, *[ts[k] for k in have])
+        out = [None] * len(op.outputs)
+        for k, t in zip(floating, tangents):
+            out[k] = t
+        return tuple(out)
+
+    jvp.__wrapped__ = fn
+    return jvp
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled_jvp(fn, n_inputs, have, floating):
+    """A :class:`Function` computing ``fn``'s JVP: ``(xs, tangents of xs[have]) -> tangents
+    of the outputs[floating]`` (zeros where no tangent reaches)."""
+    variables = list(fn.variables)  # bound to the last inputs
+    n_dyn = n_inputs - len(variables)
+
+    def jvp(*tensors):
+        xs, ts = tensors[:n_inputs], tensors[n_inputs:]
+        sources = [*xs[:n_dyn], *variables]
+        with _bound_to(variables, xs[n_dyn:]):
+            with ForwardAccumulator([sources[k] for k in have], list(ts)) as acc:
+                ys = fn.unbound(*xs[:n_dyn])
+            return tuple(acc.jvp([ys[k] for k in floating],
+                                 unconnected_gradients=UnconnectedGradients.ZERO))
+
+    jvp.__name__ = f"{getattr(fn, '__name__', 'fn')}_jvp"
+    return Function(jvp, jit_compile=True)
 
 
 # --- NumPy forwards on traced values: host callbacks ------------------------------------------

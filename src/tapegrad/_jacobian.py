@@ -19,7 +19,7 @@ import math
 from . import _backend
 from ._hooks import HOOKS
 from ._structural import extend, extensions, ops
-from ._tape import _flatten, _is_float, _unflatten
+from ._tape import _flatten, _unflatten
 from ._tensor import Tensor
 from .forward import linearize
 
@@ -63,7 +63,7 @@ def batch_jacobian(tape, target, source, unconnected_gradients, use_pfor=True):
         raise ValueError(f"GradientTape.batch_jacobian: the batch sizes differ: target shape "
                          f"{target.shape}, source shape {source.shape}; their first "
                          "dimensions must match")
-    if not _is_float(target):
+    if not _backend.is_floating(target.dtype):
         raise TypeError(f"GradientTape.batch_jacobian: the target has dtype {target.dtype}; "
                         "only floating targets have Jacobians")
     shape = target.shape + source.shape[1:]
@@ -138,7 +138,7 @@ def _forward_is_cheaper(target, sources, n_source) -> bool:
     the reverse passes give: real floating target and sources, no gradient hooks."""
     if HOOKS or n_source >= target.size:
         return False
-    return all(_is_float(t) and t.dtype.kind != "c" for t in (target, *sources))
+    return all(_backend.is_floating(t.dtype) and t.dtype.kind != "c" for t in (target, *sources))
 
 
 def _columns(tape, target, tangents, source):

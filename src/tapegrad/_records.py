@@ -270,11 +270,6 @@ class Operation:
         return f"<Operation {self.type} inputs={len(self.inputs)} outputs={len(self.outputs)}>"
 
 
-def _floating(value) -> bool:
-    kind = getattr(value.dtype, "kind", None)
-    return kind in "fc" if kind is not None else _backend.is_floating(value.dtype)
-
-
 def record(opdef, args, attrs, outs, only=None) -> None:
     """Hand the op ``opdef`` that ran on ``args`` (its positional inputs: Tensors, Python
     scalars, backend arrays) with ``attrs`` and gave the Tensors ``outs`` (a tuple) to every
@@ -344,14 +339,15 @@ def new_record(opdef, args, attrs, outs, whole=False) -> Operation:
     if len(outs) == 1:
         o = outs[0]
         v = o._value if type(o) is Tensor else o._peek()  # a compiled call's: not copied
-        kind = getattr(v.dtype, "kind", None)  # _floating, inlined for NumPy dtypes
+        kind = getattr(v.dtype, "kind", None)  # _backend.is_floating, inlined for NumPy dtypes
         op._out_ids = ids = (o._id,)
-        op._float_out = ids if (kind in "fc" if kind is not None else _floating(v)) else ()
+        floating = kind in "fc" if kind is not None else _backend.is_floating(v.dtype)
+        op._float_out = ids if floating else ()
         small = getattr(v, "nbytes", DROP_MIN_BYTES) < DROP_MIN_BYTES
         op.outputs = outs if reads & 2 or small else _drop(outs)
     else:
         op._out_ids = tuple([o._id for o in outs])
-        op._float_out = tuple([o._id for o in outs if _floating(o._peek())])
+        op._float_out = tuple([o._id for o in outs if _backend.is_floating(o._peek().dtype)])
         op.outputs = outs if reads & 2 else _drop(outs)
     return op
 

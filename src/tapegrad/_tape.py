@@ -30,10 +30,6 @@ class UnconnectedGradients(enum.Enum):
     ZERO = "zero"
 
 
-def _is_float(t) -> bool:
-    return _backend.is_floating(t._value.dtype)
-
-
 class GradientTape:
     """Records operations for automatic differentiation (TensorFlow 2 semantics).
 
@@ -149,7 +145,7 @@ class GradientTape:
                 raise ValueError(f"GradientTape.watch: expected a Tensor or Variable, got "
                                  f"{type(t).__name__}{at}; convert it with tg.constant first"
                                  f"{', or leave it out' if t is None else ''}")
-            if not _is_float(t):
+            if not _backend.is_floating(t.dtype):
                 warnings.warn(f"GradientTape.watch: a tensor of dtype {t.dtype} cannot carry a "
                               "gradient (only floating dtypes do); it is not watched",
                               stacklevel=2)
@@ -311,9 +307,10 @@ class GradientTape:
         for s in sources:
             g = grads.get(s._id)
             if g is None and unconnected is UnconnectedGradients.ZERO:
-                dtype = s.dtype if _is_float(s) else _backend.namespace(s._value).float64
+                floating = _backend.is_floating(s.dtype)
+                dtype = s.dtype if floating else _backend.namespace(s._value).float64
                 g = ops.zeros(s.shape, dtype=dtype)
-            elif g is not None and not _is_float(s):
+            elif g is not None and not _backend.is_floating(s.dtype):
                 g = None
             result.append(g)
         return result
@@ -408,7 +405,7 @@ def _cotangents(targets, output_gradients):
                              f"{len(targets)} targets; give one per target")
     kept, out = [], []
     for t, c in zip(targets, cots):
-        if not _is_float(t):
+        if not _backend.is_floating(t.dtype):
             warnings.warn(f"GradientTape.gradient: a target of dtype {t.dtype} has no gradient "
                           "(only floating targets do); its gradients are None, as in "
                           "TensorFlow. Cast it with tg.astype before the op that made it "

@@ -146,6 +146,13 @@ def _wrap(value) -> Tensor:
     return t
 
 
+def wrapped(value) -> Tensor:
+    """``value`` itself if it is a Tensor, else ``value`` (a backend array or a JAX tracer:
+    neither converted nor copied) wrapped as a Tensor. To convert data (Python scalars and
+    sequences, NumPy arrays under another default backend) use ``ops.convert_to_tensor``."""
+    return value if isinstance(value, Tensor) else Tensor(value)
+
+
 def _short(t) -> str:
     if _backend.is_lazy(t._value):  # printing does not compute
         return repr(t._value)

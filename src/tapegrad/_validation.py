@@ -27,7 +27,8 @@ def as_gradient_list(result, op, fn) -> list:
     if isinstance(result, (list, tuple)):
         gs = list(result)
     elif isinstance(result, dict):
-        return _gradients_by_name(result, op, fn)
+        return gradients_by_name(result, [op._opdef.param_name(k) for k in range(n)], fn,
+                                 of=f" of op type {op.type!r}")
     else:
         gs = [result]
     if len(gs) != n:
@@ -45,13 +46,16 @@ def as_gradient_list(result, op, fn) -> list:
     return gs
 
 
-def _gradients_by_name(result, op, fn):
-    names = [op._opdef.param_name(k) for k in range(len(op.inputs))]
+def gradients_by_name(result, names, fn, what="inputs", of="") -> list:
+    """``result``, a dict of gradients keyed by name, as a list in the order of ``names``
+    (``None`` for a name it lacks). Raises ``GradientCountError`` for a key that is not in
+    ``names``, naming the gradient function ``fn`` (``of``: what it is the gradient of, e.g.
+    `` of op type 'Mul'``) and ``what`` the names are (``"inputs"``, ``"arguments"``)."""
     unknown = sorted(set(result) - set(names), key=str)
     if unknown:
         raise GradientCountError(
-            f"the gradient function {describe_fn(fn)} of op type {op.type!r} returned gradients "
-            f"for {', '.join(map(repr, unknown))}, which are not inputs; its inputs are "
+            f"the gradient function {describe_fn(fn)}{of} returned gradients for "
+            f"{', '.join(map(repr, unknown))}, which are not {what}; its {what} are "
             f"{', '.join(map(repr, names))}")
     return [result.get(name) for name in names]
 

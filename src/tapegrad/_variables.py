@@ -123,6 +123,33 @@ def _host_copy(t):
     return host
 
 
+def _binding_first(get_own, set_own):
+    """The ``_value`` property of a Variable, or of a Tensor that :func:`bind_tensors` binds:
+    read, this thread's binding of the tensor if it has one, else ``get_own(t)`` (the class's
+    own storage; for an empty slot, state a compiled call wrote, the host copy); written, the
+    binding if there is one, else ``set_own(t, value)``. The one reader and writer of the
+    per-thread binding for single tensors."""
+    def get(self):
+        values = _binding.values
+        if values is not None:
+            value = values.get(self._id, _UNBOUND)
+            if value is not _UNBOUND:
+                return value
+        try:
+            return get_own(self)
+        except AttributeError:  # a DeviceTensor's empty slot: its host copy, made once
+            return _host_copy(self)
+
+    def set_(self, value):
+        values = _binding.values
+        if values is not None and self._id in values:
+            values[self._id] = value
+        else:
+            set_own(self, value)
+
+    return property(get, set_)
+
+
 def device_array(t):
     """The device array that holds ``t``'s current value, or None: a compiled call's result (or
     a Variable it updated, or one whose value a call put on the device), unless the value was
@@ -284,26 +311,9 @@ class Variable(DeviceTensor):
     _variable = True
     _default_float = None  # a subclass may set float32 (tapegrad.compat.tensorflow does)
 
-    def _get_value(self):
-        bound = _binding.values
-        if bound is not None:
-            value = bound.get(self._id, _UNBOUND)
-            if value is not _UNBOUND:
-                return value
-        try:
-            return _SLOT.__get__(self)
-        except AttributeError:  # state a compiled call wrote: its host copy, made once
-            return _host_copy(self)
-
-    def _set_value(self, value):
-        bound = _binding.values
-        if bound is not None and self._id in bound:
-            bound[self._id] = value
-        else:
-            _SLOT.__set__(self, value)
-            _DEVICE.__set__(self, None)  # a device copy of an earlier value is stale
-
-    _value = property(_get_value, _set_value)
+    # this thread's binding first, then its own: the slot (empty for state a compiled call
+    # wrote: its host copy, made once); a rebinding makes a device copy of an earlier value stale
+    _value = _binding_first(_SLOT.__get__, DeviceTensor._set_value)
 
     def __init__(self, initial_value, trainable: bool = True, name: str | None = None, dtype=None):
         value = initial_value._value if isinstance(initial_value, Tensor) else initial_value
@@ -481,21 +491,6 @@ def _bound_class(cls):
     own = next(k.__dict__["_value"] for k in cls.__mro__ if "_value" in k.__dict__)
     own_peek = cls._peek
 
-    def get(self):
-        values = _binding.values
-        if values is not None:
-            value = values.get(self._id, _UNBOUND)
-            if value is not _UNBOUND:
-                return value
-        return own.__get__(self)
-
-    def set_(self, value):
-        values = _binding.values
-        if values is not None and self._id in values:
-            values[self._id] = value
-        else:
-            own.__set__(self, value)
-
     def peek(self):
         values = _binding.values
         if values is not None and self._id in values:
@@ -505,7 +500,8 @@ def _bound_class(cls):
     def reduce_ex(self, protocol):  # copied or pickled as a ``cls`` (of the value read here)
         return (_unbound, (cls,), *object.__reduce_ex__(self, protocol)[2:])
 
-    bound = type(cls.__name__, (cls,), {"__slots__": (), "_value": property(get, set_),
+    bound = type(cls.__name__, (cls,), {"__slots__": (), "_value": _binding_first(own.__get__,
+                                                                                  own.__set__),
                                         "_peek": peek, "__reduce_ex__": reduce_ex,
                                         "__module__": cls.__module__, "__doc__": cls.__doc__})
     return _bound_classes.setdefault(cls, bound)

@@ -35,7 +35,7 @@ import numpy as np
 from . import _backend, _records, _structural, config
 from . import random as _random
 from ._pytree import leaf_paths, show, tree_flatten, tree_unflatten
-from ._tensor import Tensor
+from ._tensor import Tensor, wrapped
 from .ops.creation import convert_to_tensor
 from ._variables import Variable, bind_tensors, visible_variables
 from . import interop as _interop
@@ -411,9 +411,6 @@ def _check_out_axes(who, out_axes, out):
 _is_tracer = _interop._is_tracer
 
 
-_floating = _interop._floating_dtype
-
-
 _TRACER_ERRORS = ("ConcretizationTypeError", "TracerArrayConversionError",
                   "TracerBoolConversionError", "TracerIntegerConversionError")
 
@@ -505,7 +502,7 @@ class _JaxCall:
             return None    # captures are then found on the first run
         finally:
             watch.check(raising=False)
-        return [c for c in observer.found.values() if _floating(c._value.dtype)]
+        return [c for c in observer.found.values() if _backend.is_floating(c._value.dtype)]
 
     def _need_key(self):
         if self.keyed:
@@ -593,7 +590,7 @@ class _JaxCall:
                         else:
                             sources, tans = [], []
                             for t, tan in zip([*ts, *captures], tangents[:nd + nc]):
-                                if _floating(t._value.dtype):
+                                if _backend.is_floating(t._value.dtype):
                                     sources.append(t)
                                     tans.append(Tensor(tan))
                             with _TransposedAccumulator(sources, tans) as acc:
@@ -657,7 +654,7 @@ class _JaxCall:
         flat_fn.__name__ = f"vmap_{getattr(self.fun, '__name__', 'fn')}"
         index = Tensor(np.arange(p.size, dtype=np.int32))
         inputs = [p.leaves[k] for k in self.dyn] + list(captures) + [index] + (
-            [_tensor(self.key)] if keyed else [])
+            [wrapped(self.key)] if keyed else [])
         values = [t._value for t in inputs]
         run = flat_fn
         if self.jit and not captures:
@@ -675,13 +672,13 @@ class _JaxCall:
         observer = finder["observer"]
         finder["observer"] = None
         if observer is not None:
-            found = [c for c in observer.found.values() if _floating(c._value.dtype)]
+            found = [c for c in observer.found.values() if _backend.is_floating(c._value.dtype)]
             self.captured = bool(observer.found)
             if found and not self.jit:
                 self.captures = found
                 return _AGAIN
         outs = _interop._outputs(jax, values, raw)
-        if _records.trace_entries() and any(_floating(o._value.dtype) for o in outs):
+        if _records.trace_entries() and any(_backend.is_floating(o._value.dtype) for o in outs):
             entry = CallDef(f"Vmap:{getattr(self.fun, '__name__', 'fn')}",
                             [f"args[{k}]" for k in range(len(inputs))],
                             functools.partial(_interop._gradient, jax, flat_fn),
@@ -712,10 +709,6 @@ class _Compiled:
             raw = self.jitted(*values, self.index)
         outs = _interop._outputs(jax, values, raw)
         return jax.tree_util.tree_unflatten(self.tree["tree"], outs)
-
-
-def _tensor(x):
-    return x if isinstance(x, Tensor) else Tensor(x)
 
 
 _as_jax = _interop._as_jax

@@ -73,14 +73,6 @@ def _compiled(leaves) -> bool:
 _as_jax = _backend.as_jax  # a loop's or branch's input or output array as JAX takes it
 
 
-def _tensor(x):
-    return x if isinstance(x, Tensor) else convert_to_tensor(x)
-
-
-def _floating(t) -> bool:
-    return _backend.is_floating(t._value.dtype)
-
-
 def _spec(t):
     return tuple(t.shape), _backend.np_dtype(t._value.dtype)
 
@@ -160,7 +152,7 @@ def _differentiated(captures, state):
     """The tensors besides its loop variables and slices that a construct's record
     differentiates: its captures and the floating Variables it assigns, whose every read is
     differentiated as a read of the Variable, as eagerly (an assignment is not recorded)."""
-    return [*captures, *[v for v in state if _floating(v)]]
+    return [*captures, *[v for v in state if _backend.is_floating(v.dtype)]]
 
 
 class _Found:
@@ -235,7 +227,7 @@ def _bound(fn, state):
 
 
 def _record(op_type, names, inputs, outs, grad, jvp):
-    if _records.trace_entries() and any(_floating(o) for o in outs):
+    if _records.trace_entries() and any(_backend.is_floating(o.dtype) for o in outs):
         grad.__name__ = f"{op_type}_vjp"
         read = [k for k, a in enumerate(inputs) if isinstance(a, Variable)]
         if read:
@@ -337,10 +329,10 @@ def _scan_vjp(full_step, carries, xs, captures, entered, c_out, y_out, dys, leng
               where):
     """The gradients of a compiled scan's inputs (carries, xs, captures), as a reverse scan."""
     nc, nx = len(carries), len(xs)
-    fc = [k for k in range(nc) if _floating(carries[k])]
-    fx = [k for k in range(nx) if _floating(xs[k])]
-    fy = [j for j, y in enumerate(y_out) if _floating(y)]
-    fk = [k for k, c in enumerate(captures) if _floating(c)]
+    fc = [k for k in range(nc) if _backend.is_floating(carries[k].dtype)]
+    fx = [k for k in range(nx) if _backend.is_floating(xs[k].dtype)]
+    fy = [j for j, y in enumerate(y_out) if _backend.is_floating(y.dtype)]
+    fk = [k for k, c in enumerate(captures) if _backend.is_floating(c.dtype)]
     ny = len(y_out)
     dc, dy, de = dys[:nc], dys[nc:nc + ny], dys[nc + ny:]
     init = [dc[k] if dc[k] is not None else zeros_like(c_out[k]) for k in fc]
@@ -383,8 +375,8 @@ def _scan_jvp(full_step, carries, s_init, xs, captures, y_out, ts, length, rever
     """The tangents of a compiled scan's outputs, as a scan carrying tangents beside primals."""
     nc, nx = len(carries), len(xs)
     tc, tx, tk = ts[:nc], ts[nc:nc + nx], ts[nc + nx:]
-    fc = [k for k in range(nc) if _floating(carries[k])]
-    fy = [j for j, y in enumerate(y_out) if _floating(y)]
+    fc = [k for k in range(nc) if _backend.is_floating(carries[k].dtype)]
+    fy = [j for j, y in enumerate(y_out) if _backend.is_floating(y.dtype)]
     wx = [k for k in range(nx) if tx[k] is not None]
     wk = [k for k in range(len(captures)) if tk[k] is not None]
     n_all = nc + len(s_init)
@@ -466,8 +458,8 @@ def _switch_flat(index, branches, where="tg.switch_case", names=None):
 
 
 def _switch_vjp(index, branches, captures, outs, dys, where):
-    fk = [k for k, c in enumerate(captures) if _floating(c)]
-    fo = [j for j, o in enumerate(outs) if _floating(o)]
+    fk = [k for k, c in enumerate(captures) if _backend.is_floating(c.dtype)]
+    fo = [j for j, o in enumerate(outs) if _backend.is_floating(o.dtype)]
     cts = [dys[j] if dys[j] is not None else zeros_like(outs[j]) for j in fo]
 
     def back(branch):
@@ -489,7 +481,7 @@ def _switch_vjp(index, branches, captures, outs, dys, where):
 
 def _switch_jvp(index, branches, captures, outs, ts, where):
     wk = [k for k in range(len(captures)) if ts[k] is not None]
-    fo = [j for j, o in enumerate(outs) if _floating(o)]
+    fo = [j for j, o in enumerate(outs) if _backend.is_floating(o.dtype)]
 
     def tangent(branch):
         def run():
@@ -608,7 +600,7 @@ def _while_jvp(cond_fn, body_fn, state, s_init, loop_vars, captures, ts, maximum
                where, names):
     """The tangents of a compiled while loop's outputs: the loop again, carrying tangents."""
     n = len(loop_vars)
-    fv = [k for k in range(n) if _floating(loop_vars[k])]
+    fv = [k for k in range(n) if _backend.is_floating(loop_vars[k].dtype)]
     wk = [k for k in range(len(captures)) if ts[n + k] is not None]
     tv = [ts[k] if ts[k] is not None else zeros_like(loop_vars[k]) for k in fv]
 
@@ -633,7 +625,7 @@ def _while_jvp(cond_fn, body_fn, state, s_init, loop_vars, captures, ts, maximum
 # --- the public constructs -------------------------------------------------------------------
 def _predicate(pred, where):
     """``pred`` as a scalar boolean Tensor; ``TypeError`` otherwise."""
-    p = _tensor(pred)
+    p = convert_to_tensor(pred)
     if tuple(p.shape) != () or _backend.np_dtype(p._value.dtype) != np.dtype(bool):
         raise TypeError(f"{where}: the predicate must be a scalar boolean (a Python bool or a "
                         f"0-d bool Tensor), got one of {_describe(_spec(p))}; reduce it with "
@@ -645,7 +637,7 @@ def _flat_outputs(fn, args, structures, slot):
     """``fn(*args)`` flattened to Tensors; its structure is stored in ``structures[slot]``."""
     leaves, structure = tree_flatten(fn(*args))
     structures[slot] = structure
-    return [_tensor(x) for x in leaves]
+    return [convert_to_tensor(x) for x in leaves]
 
 
 def _check_callables(where, fns, names):
@@ -697,7 +689,7 @@ def _select(where, index, branches, operands, names):
     def flat(k, b):
         def run():
             leaves, structures[k] = tree_flatten(b(*operands))
-            return [_tensor(x) for x in leaves]
+            return [convert_to_tensor(x) for x in leaves]
         return run
 
     def check():
@@ -755,8 +747,8 @@ def _masked(take, t):
 
 
 def _select_vjp(takes, runs, captures, outs, dys, where):
-    fk = [k for k, c in enumerate(captures) if _floating(c)]
-    fo = [j for j, o in enumerate(outs) if _floating(o)]
+    fk = [k for k, c in enumerate(captures) if _backend.is_floating(c.dtype)]
+    fo = [j for j, o in enumerate(outs) if _backend.is_floating(o.dtype)]
     out = [None] * len(captures)
     if not fk or not fo:
         return out
@@ -781,7 +773,7 @@ def _select_vjp(takes, runs, captures, outs, dys, where):
 
 def _select_jvp(takes, runs, captures, outs, ts, where):
     wk = [k for k in range(len(captures)) if ts[k] is not None]
-    fo = [j for j, o in enumerate(outs) if _floating(o)]
+    fo = [j for j, o in enumerate(outs) if _backend.is_floating(o.dtype)]
 
     def tangent(take, run):
         def jvp():
@@ -849,7 +841,7 @@ def switch_case(branch_index, branch_fns, default=None, name=None):
         fns = [f for _, f in fns]
     if not fns:
         raise ValueError(f"{where}: branch_fns is empty; give at least one branch")
-    i = _tensor(branch_index)
+    i = convert_to_tensor(branch_index)
     if tuple(i.shape) != () or _backend.np_dtype(i._value.dtype).kind not in "iu":
         raise TypeError(f"{where}: branch_index must be a scalar integer, got one of "
                         f"{_describe(_spec(i))}")
@@ -876,7 +868,7 @@ def _check_vars(where, structure, new_structure, what="body"):
 def _while(where, cond_fn, body_fn, init, maximum_iterations, prefix):
     """The while loop of ``cond_fn(v)`` and ``body_fn(v) -> v`` on the pytree ``init``."""
     leaves, structure = tree_flatten(init)
-    leaves = [_tensor(x) for x in leaves]
+    leaves = [convert_to_tensor(x) for x in leaves]
     v = tree_unflatten(structure, leaves)
     maximum_iterations = _trip_bound(where, maximum_iterations)
     if not _compiled(leaves):
@@ -887,7 +879,7 @@ def _while(where, cond_fn, body_fn, init, maximum_iterations, prefix):
             new = body_fn(v)
             new_leaves, new_structure = tree_flatten(new)
             _check_vars(where, structure, new_structure)
-            v = tree_unflatten(structure, [_tensor(x) for x in new_leaves])
+            v = tree_unflatten(structure, [convert_to_tensor(x) for x in new_leaves])
             k += 1
         return v
     names = _paths(structure, prefix)
@@ -912,7 +904,7 @@ def _trip_bound(where, bound):
     if bound is None:
         return None
     if isinstance(bound, Tensor) or hasattr(bound, "dtype"):  # a Tensor or a backend array
-        t = _tensor(bound)
+        t = convert_to_tensor(bound)
         if t.ndim != 0 or _backend.np_dtype(t._value.dtype).kind not in "iu":
             raise TypeError(f"{where}: maximum_iterations must be an int or a 0-d integer "
                             f"Tensor, got one of {_describe(_spec(t))}; cast it with "
@@ -977,9 +969,9 @@ def _scan(where, f, init, xs, length, reverse, unroll):
     """JAX's scan: ``(carry, ys)`` of ``f(carry, x) -> (carry, y)`` over the leading axis of
     the pytree ``xs``."""
     c_leaves, c_structure = tree_flatten(init)
-    c_leaves = [_tensor(x) for x in c_leaves]
+    c_leaves = [convert_to_tensor(x) for x in c_leaves]
     x_leaves, x_structure = tree_flatten(xs)
-    x_leaves = [_tensor(x) for x in x_leaves]
+    x_leaves = [convert_to_tensor(x) for x in x_leaves]
     x_names = _paths(x_structure, "xs")
     for name, x in zip(x_names, x_leaves):
         if x.ndim == 0:
@@ -1009,7 +1001,7 @@ def _scan(where, f, init, xs, length, reverse, unroll):
         _check_vars(where, c_structure, new_structure, "body's carry")
         y_leaves, y_structure["s"] = tree_flatten(y)
         return ([_cast_like(a, t) for a, t in zip(new_leaves, cs)],
-                [_tensor(a) for a in y_leaves])
+                [convert_to_tensor(a) for a in y_leaves])
 
     if _compiled([*c_leaves, *x_leaves]):
         c_out, ys = _scan_flat(flat_step, c_leaves, x_leaves, n, reverse, unroll, where,
@@ -1053,7 +1045,8 @@ def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True,
         ys = scan(fn, rest, init, reverse=reverse)
         y_leaves, y_structure = tree_flatten(ys)
         i_leaves = tree_flatten(init)[0]
-        joined = [_concat_first(_tensor(a), b, reverse) for a, b in zip(i_leaves, y_leaves)]
+        joined = [_concat_first(convert_to_tensor(a), b, reverse)
+                  for a, b in zip(i_leaves, y_leaves)]
         return tree_unflatten(y_structure, joined)
 
     def step(a, x):
@@ -1068,7 +1061,7 @@ def _first_and_rest(where, elems, reverse):
     last when ``reverse``), the initial value of a scan or fold given no ``initializer``, and the
     other elements. Raises ``ValueError`` for a scalar or empty leaf (there is no first element)."""
     leaves, structure = tree_flatten(elems)
-    leaves = [_tensor(x) for x in leaves]
+    leaves = [convert_to_tensor(x) for x in leaves]
     for name, x in zip(_paths(structure, "elems"), leaves):
         if x.ndim == 0:
             raise ValueError(f"{where}: {name} is a scalar; scanned arrays need a leading axis "
@@ -1142,12 +1135,12 @@ def _reads(fn, like):
     ``fn`` is traced alone (``jax.eval_shape``), so the program gets no dead copy of it (nor of
     a host callback in it); eagerly it runs once."""
     leaves, structure = tree_flatten(like)
-    leaves = [_tensor(x) for x in leaves]
+    leaves = [convert_to_tensor(x) for x in leaves]
     result = {}
 
     def flat(ts):
         out, result["s"] = tree_flatten(fn(tree_unflatten(structure, ts)))
-        return [_tensor(a) for a in out]
+        return [convert_to_tensor(a) for a in out]
 
     if _compiled(leaves):
         found = _discover(flat, [_spec(t) for t in leaves])
@@ -1156,7 +1149,7 @@ def _reads(fn, like):
         observer = _Captures()
         outs, _ = _isolated(lambda ts: flat([Tensor(t._value) for t in leaves]), [], observer)
         captures, specs = list(observer.found.values()), [_spec(o) for o in outs]
-    return [c for c in captures if _floating(c)], result["s"], specs
+    return [c for c in captures if _backend.is_floating(c.dtype)], result["s"], specs
 
 
 def _transpose(matvec, like):
@@ -1165,7 +1158,7 @@ def _transpose(matvec, like):
     Jacobian is itself)."""
     def vecmat(u):
         leaves, structure = tree_flatten(like)
-        z = [zeros_like(_tensor(x)) for x in leaves]
+        z = [zeros_like(convert_to_tensor(x)) for x in leaves]
         with GradientTape(watch_accessed_variables=False) as tape:
             tape.watch(z)
             y = tree_flatten(matvec(tree_unflatten(structure, z)))[0]

@@ -27,6 +27,7 @@ from ._registry import CallDef, no_gradient, primitive, variable_names
 from ._tensor import _SCALARS, Tensor
 from ._variables import Variable
 from ._tape import GradientTape
+from ._validation import gradients_by_name
 from .errors import GradientCountError, GradientShapeError, VariablesError, describe_fn
 from .ops import astype, clip, zeros_like
 
@@ -272,14 +273,8 @@ def _per_argument(res, arg_names, fn):
     n = len(arg_names)
     if n == 1:
         return [res]
-    if isinstance(res, dict):
-        unknown = sorted(set(res) - set(arg_names), key=str)
-        if unknown:
-            raise GradientCountError(
-                f"the gradient function {describe_fn(fn)} returned gradients for "
-                f"{', '.join(map(repr, unknown))}, which are not arguments; its arguments are "
-                f"{', '.join(map(repr, arg_names))}")
-        return [res.get(name) for name in arg_names]
+    if isinstance(res, dict):  # by name (one argument's gradient may be a dict: above)
+        return gradients_by_name(res, arg_names, fn, "arguments")
     if isinstance(res, (tuple, list)) and len(res) == n:
         return list(res)
     got = f"{len(res)} gradients" if isinstance(res, (tuple, list)) else f"a {type(res).__name__}"
@@ -431,7 +426,7 @@ def py_function(func, inp, Tout, name=None):  # noqa: N803 - TensorFlow's name
     """
     from .ops.creation import convert_to_tensor
 
-    args = [a if isinstance(a, Tensor) else convert_to_tensor(a) for a in inp]
+    args = [convert_to_tensor(a) for a in inp]
     return _cast_outputs(func(*args), Tout, "py_function")
 
 
@@ -552,6 +547,18 @@ class _CustomRule:
         nondiff = tuple((i, args[i]) for i in self.nondiff_argnums)
         diff = [a for i, a in enumerate(args) if i not in self.nondiff_argnums]
         return self._record((nondiff,), *diff)
+
+    def __get__(self, obj, objtype=None):
+        """As a method (``@tg.custom_vjp`` on a ``def`` in a class): ``obj.f`` is ``f`` with
+        ``obj`` bound to the first positional argument, as a function's method is (so
+        ``obj.f(x)`` is ``f(obj, x)``; put 0 in ``nondiff_argnums`` to pass ``obj`` to the
+        rule first, without a cotangent). ``Class.f`` is ``f`` itself. JAX's objects have no
+        ``__get__``: there ``Class.f(obj, x)`` is the call that works, and gives the same."""
+        if obj is None:
+            return self
+        bound = functools.partial(self, obj)
+        functools.update_wrapper(bound, self.fun)
+        return bound
 
     def __repr__(self):
         return f"<tg.{self._kind} {describe_fn(self.fun)}>"
@@ -733,7 +740,7 @@ class custom_jvp(_CustomRule):  # noqa: N801 - JAX's name
 
 
 def _differentiable(x):
-    return isinstance(x, Tensor) and x.dtype.kind in "fc"
+    return isinstance(x, Tensor) and _backend.is_floating(x.dtype)
 
 
 def _zero_tangents(primal, tangent):

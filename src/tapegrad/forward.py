@@ -94,7 +94,7 @@ class ForwardAccumulator:
             if not isinstance(p, Tensor):
                 raise TypeError(f"ForwardAccumulator: a primal must be a Tensor or Variable, "
                                 f"got {type(p).__name__}")
-            if p.dtype.kind not in "fc":
+            if not _backend.is_floating(p.dtype):
                 warnings.warn(f"ForwardAccumulator: a primal of dtype {p.dtype} cannot carry a "
                               "tangent (only floating dtypes do); it is not watched, so what "
                               "depends only on it has no JVP. Cast it to a floating dtype "
@@ -264,7 +264,7 @@ def _checked_tangent(op, k, t, rule):
     if not isinstance(t, Tensor):
         raise GradientTypeError(f"{where} that is a {type(t).__name__}; return a Tensor (or "
                                 "None for a zero tangent)")
-    if o.dtype.kind not in "fc":
+    if not _backend.is_floating(o.dtype):
         return None
     if tuple(t.shape) != tuple(o.shape):
         try:
@@ -294,7 +294,7 @@ def _inner(g, v):
 
 # --- functional transforms --------------------------------------------------------------------
 def _as_tensors(xs):
-    return [x if isinstance(x, Tensor) else convert_to_tensor(x) for x in xs]
+    return [convert_to_tensor(x) for x in xs]
 
 
 def jvp(f, primals, tangents):

@@ -25,7 +25,7 @@ import numpy as np
 from . import _backend, _records, config
 from ._registry import CallDef
 from ._tape import UnconnectedGradients
-from ._tensor import Tensor
+from ._tensor import Tensor, wrapped
 from .errors import describe_fn
 from .forward import _TransposedAccumulator
 
@@ -45,10 +45,6 @@ def _is_tracer(jax, a) -> bool:
     return isinstance(a, jax.core.Tracer)
 
 
-def _floating_dtype(dtype) -> bool:
-    return np.dtype(_backend.np_dtype(dtype)).kind in "fc"
-
-
 def _as_jax(jax, o):
     """A Tensor's (or a value's) array as JAX takes it (``_backend.as_jax``)."""
     return _backend.as_jax(o._value if isinstance(o, Tensor) else o)
@@ -62,7 +58,7 @@ def _jax_tangents(jax, outs, primal, tangents):
     out = []
     for o, p in zip(outs, primal):
         t = next(it) if isinstance(o, Tensor) else None
-        if not _floating_dtype(p.dtype):
+        if not _backend.is_floating(p.dtype):
             out.append(np.zeros(p.shape, jax.dtypes.float0))
         elif t is None:
             out.append(jax.numpy.zeros_like(p))
@@ -171,7 +167,7 @@ def to_jax(f):
             with scope((*primals, *tangents)):
                 tensors, fargs = run(treedef, primals)
                 watched = [k for k, p in enumerate(primals)
-                           if _floating_dtype(p.dtype)]
+                           if _backend.is_floating(p.dtype)]
                 with _TransposedAccumulator([tensors[k] for k in watched],
                                              [Tensor(tangents[k]) for k in watched]) as acc:
                     out = f(*fargs)
@@ -261,8 +257,7 @@ def from_jax(jax_fn, name=None):
         leaves, treedef = jax.tree_util.tree_flatten(args)
         dynamic = [k for k, x in enumerate(leaves) if isinstance(x, Tensor) or _is_array(x)]
         template = list(leaves)
-        inputs = [x if isinstance(x, Tensor) else Tensor(x) for x in
-                  (leaves[k] for k in dynamic)]
+        inputs = [wrapped(leaves[k]) for k in dynamic]
         out_tree = {}
 
         def flat_fn(*vals):
@@ -312,7 +307,7 @@ def _call(jax, flat_fn, op_type, inputs, function):
     with np.errstate(all="ignore"), config.x64_scope(jax):
         raw = flat_fn(*[_backend.as_jax(v) for v in values])
     outs = _outputs(jax, values, raw)
-    if _records.trace_entries() and any(_floating_dtype(o._value.dtype) for o in outs):
+    if _records.trace_entries() and any(_backend.is_floating(o._value.dtype) for o in outs):
         calldef = CallDef(op_type, [f"args[{k}]" for k in range(len(inputs))],
                           functools.partial(_gradient, jax, flat_fn),
                           jvp=functools.partial(_jvp, jax, flat_fn), replay=None,
@@ -343,8 +338,8 @@ def _gradient(jax, flat_fn, op, *dys):
     the inputs and the cotangents (so it is differentiable again)."""
     xs = list(op.inputs)
     outs = op.outputs
-    fin = tuple(k for k, x in enumerate(xs) if _floating_dtype(x._value.dtype))
-    fout = tuple(k for k, o in enumerate(outs) if _floating_dtype(o._value.dtype))
+    fin = tuple(k for k, x in enumerate(xs) if _backend.is_floating(x._value.dtype))
+    fout = tuple(k for k, o in enumerate(outs) if _backend.is_floating(o._value.dtype))
     if not fin or not fout:
         return [None] * len(xs)
     n = len(xs)
@@ -383,9 +378,9 @@ def _jvp(jax, flat_fn, op, *ins):
     tangents (so it is differentiable again)."""
     xs = list(op.inputs)
     outs = op.outputs
-    fin = tuple(k for k, x in enumerate(xs) if _floating_dtype(x._value.dtype)
+    fin = tuple(k for k, x in enumerate(xs) if _backend.is_floating(x._value.dtype)
                 and ins[k] is not None)
-    fout = tuple(k for k, o in enumerate(outs) if _floating_dtype(o._value.dtype))
+    fout = tuple(k for k, o in enumerate(outs) if _backend.is_floating(o._value.dtype))
     if not fin or not fout:
         return [None] * len(outs)
     n = len(xs)

@@ -18,11 +18,11 @@ from ._pytree import show as _show
 from ._pytree import tree_flatten, tree_unflatten
 from ._tensor import Tensor
 from .custom_gradient import custom_gradient
-from .ops import arange, astype, where, zeros_like
+from .ops import arange, astype, convert_to_tensor, where, zeros_like
 from .ops.elementwise import optimization_barrier
 
-__all__ = ["optimization_barrier", "scan", "fori_loop", "while_loop", "cond", "switch", "map", "custom_linear_solve",
-           "custom_root"]
+__all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "map", "custom_linear_solve",
+           "custom_root", "optimization_barrier"]
 
 
 def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
@@ -66,7 +66,7 @@ def fori_loop(lower, upper, body_fun, init_val):
         steps = arange(lo, builtins.max(lo, hi), dtype=np.int32)
         return _cf._scan("tg.lax.fori_loop", lambda v, i: (body_fun(i, v), None), init_val,
                          steps, None, False, 1)[0]
-    i0 = astype(_cf._tensor(lower), np.int32)
+    i0 = astype(convert_to_tensor(lower), np.int32)
     out = _cf._while("tg.lax.fori_loop", lambda c: c[0] < upper,
                      lambda c: (c[0] + 1, body_fun(c[0], c[1])), (i0, init_val), None,
                      "(i, init_val)")
@@ -92,7 +92,7 @@ def cond(pred, true_fun, false_fun, *operands):
     the operands and the tensors the branches use. Raises ``TypeError`` for a non-scalar
     predicate and for branches that disagree.
     """
-    p = _cf._tensor(pred)
+    p = convert_to_tensor(pred)
     if p.ndim != 0:
         raise TypeError(f"tg.lax.cond: the predicate must be a scalar, got shape "
                         f"{tuple(p.shape)}")
@@ -111,7 +111,7 @@ def switch(index, branches, *operands):
     branches = list(branches)
     if not branches:
         raise ValueError("tg.lax.switch: branches is empty; give at least one branch")
-    i = _cf._tensor(index)
+    i = convert_to_tensor(index)
     if i.ndim != 0 or _cf._spec(i)[1].kind not in "iu":
         raise TypeError(f"tg.lax.switch: index must be a scalar integer, got one of "
                         f"{_cf._describe(_cf._spec(i))}")
@@ -165,7 +165,7 @@ def custom_linear_solve(matvec, b, solve, transpose_solve=None, symmetric=False,
 
 def _flat_tensors(tree):
     leaves, structure = tree_flatten(tree)
-    return [_cf._tensor(x) for x in leaves], structure
+    return [convert_to_tensor(x) for x in leaves], structure
 
 
 def _linear_solve(matvec, vecmat, b, solve, transpose_solve, has_aux=False):
@@ -181,9 +181,9 @@ def _linear_solve(matvec, vecmat, b, solve, transpose_solve, has_aux=False):
     def run(*args):
         out = solve(matvec, tree_unflatten(structure, list(args[:n])))
         x, aux = out if has_aux else (out, None)
-        x_leaves = [_cf._tensor(a) for a in tree_flatten(x)[0]]
+        x_leaves = [convert_to_tensor(a) for a in tree_flatten(x)[0]]
         aux_leaves, aux_structure["s"] = tree_flatten(aux)
-        aux_leaves = [_cf._tensor(a) for a in aux_leaves]
+        aux_leaves = [convert_to_tensor(a) for a in aux_leaves]
 
         def grad_fn(*dys, variables=()):
             cts = [d if d is not None else zeros_like(x) for d, x in zip(dys, x_leaves)]
@@ -256,7 +256,7 @@ def custom_root(f, initial_guess, solve, tangent_solve, has_aux=False):
     xs = [Tensor(a._value) for a in x_leaves]  # fresh outputs
 
     def f_flat(vs):
-        return [_cf._tensor(a) for a in tree_flatten(f(tree_unflatten(structure, vs)))[0]]
+        return [convert_to_tensor(a) for a in tree_flatten(f(tree_unflatten(structure, vs)))[0]]
 
     def g(v):  # v -> (df/dx) v at the root
         with _cf.ForwardAccumulator(xs, tree_flatten(v)[0]) as acc:

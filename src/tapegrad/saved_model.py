@@ -338,10 +338,6 @@ def _host(a):
     return _backend.to_numpy(a)
 
 
-def _floating(dtype) -> bool:
-    return np.dtype(_backend.np_dtype(dtype)).kind in "fc"
-
-
 class _Flat:
     """A tapegrad function of a flat list of Tensors returning a flat list of Tensors, and what
     a tape watches to differentiate it with respect to each input (:meth:`sources`)."""
@@ -409,8 +405,8 @@ def _custom_vjp(jax, flat):
         return core(*vals), vals
 
     def bwd(vals, cts):  # an integer output's cotangent is float0
-        fin = [k for k, v in enumerate(vals) if _floating(v.dtype)]
-        fout = [k for k, c in enumerate(cts) if _floating(c.dtype)]
+        fin = [k for k, v in enumerate(vals) if _backend.is_floating(v.dtype)]
+        fout = [k for k, c in enumerate(cts) if _backend.is_floating(c.dtype)]
         grads = [None] * len(vals)
         if fin and fout:
             vjp = _custom_vjp(jax, _vjp_flat(jax, flat, len(vals), fin, fout))

@@ -67,7 +67,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     if callback is not None:
         raise ValueError("tg.linalg.cg: callback is not supported; the iteration is one "
                          "compiled loop. Run scipy.sparse.linalg.cg eagerly to watch each step")
-    b = b if isinstance(b, Tensor) else convert_to_tensor(b)
+    b = convert_to_tensor(b)
     matvec = _operator(A, "tg.linalg.cg")
     precond = (lambda v: v) if M is None else _operator(M, "tg.linalg.cg: M")
     n = int(b.shape[0])
@@ -105,7 +105,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
 
 
 def _vector(b, where_):
-    b = b if isinstance(b, Tensor) else convert_to_tensor(b)
+    b = convert_to_tensor(b)
     if b.ndim != 1:
         raise ValueError(f"{where_}: b must be a vector of shape (n,), got shape "
                          f"{tuple(b.shape)}")

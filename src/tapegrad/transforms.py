@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 
 from . import config
+from ._backend import is_floating
 from ._pytree import show as _show
 from ._pytree import tree_flatten as _tree_flatten
 from ._pytree import tree_unflatten as _tree_unflatten
@@ -37,7 +38,6 @@ from .forward import jacfwd, jvp
 from .ops import identity, isdtype
 from .ops.elementwise import optimization_barrier
 
-_FLOATING = ("real floating", "complex floating")
 
 
 # --- the tape under every transform ------------------------------------------------------------
@@ -55,10 +55,6 @@ def _argnums(name, argnums, n_args):
                             f"requires at least {max(i, -i - 1) + 1} positional arguments, but "
                             f"f was called with {n_args}")
     return tuple(i % n_args for i in nums)
-
-
-def _is_floating(t):
-    return isdtype(t.dtype, _FLOATING)
 
 
 class _Traced:
@@ -92,8 +88,8 @@ class _Traced:
 
     def _primal(self, i, leaf, integers_ok):
         """The Tensor passed to ``f`` for one leaf of argument ``i`` (``None``: not floating)."""
-        x = leaf if isinstance(leaf, Tensor) else convert_to_tensor(leaf)
-        if _is_floating(x):
+        x = convert_to_tensor(leaf)
+        if is_floating(x.dtype):
             return identity(x)
         if integers_ok:
             return None
@@ -223,7 +219,8 @@ def vjp(f, *primals, has_aux=False):
 def _pullback(tape, outs, cotangents, sources, unconnected):
     """``tape``'s vector-Jacobian product: the gradients of the floating ones of ``outs`` with
     ``cotangents``, with respect to ``sources`` (a list)."""
-    pairs = [(o, c) for o, c in zip(map(convert_to_tensor, outs), cotangents) if _is_floating(o)]
+    pairs = [(o, c) for o, c in zip(map(convert_to_tensor, outs), cotangents)
+             if is_floating(o.dtype)]
     return tape.gradient([o for o, _ in pairs], sources, output_gradients=[c for _, c in pairs],
                          unconnected_gradients=unconnected)
 
@@ -280,8 +277,8 @@ def recompute_grad(f):
     floating Tensor arguments and the trainable Variables ``f`` reads, and returns the
     vector-Jacobian product: gradients flow to the Tensor arguments (positional, then those
     passed by keyword), to the Tensor leaves of container arguments (pytrees, as
-    :func:`~tapegrad.custom_gradient` takes them) and to those Variables. The gradient is written with tapegrad ops, so
-    outer tapes differentiate it again (second order).
+    :func:`~tapegrad.custom_gradient` takes them) and to those Variables. The gradient is
+    written with tapegrad ops, so outer tapes differentiate it again (second order).
 
     Memory: the saving is what ``f``'s own intermediates would have kept; a tape already keeps
     only what gradients read, so wrap blocks of several ops (layers) rather than single ops.
@@ -302,7 +299,7 @@ def recompute_grad(f):
             with GradientTape(watch_accessed_variables=False) as tape:
                 # a fresh Tensor per position: an argument passed twice, or also read by f
                 # from a closure, gets the gradient of its position only
-                xs = _held([identity(x) if isinstance(x, Tensor) and _is_floating(x) else x
+                xs = _held([identity(x) if isinstance(x, Tensor) and is_floating(x.dtype) else x
                             for x in inputs], inputs, dys)
                 tape.watch([x for x, a in zip(xs, inputs) if x is not a])
                 tape.watch(list(variables))

@@ -150,10 +150,6 @@ def _dtype(t) -> str:
     return t.dtype.name
 
 
-def _is_float(t) -> bool:
-    return _backend.is_floating(t.dtype)
-
-
 def _blocker(records, i, out):
     """Why op ``i`` passes no gradient on to its output ``out``: ``(phrase, a few words)``."""
     op = records.ops[i]
@@ -260,7 +256,7 @@ def _explain_one(records, name, s, goals, goal_ops):
         raise TypeError(f"explain: the source {name!r} is a {type(s).__name__}, not a Tensor "
                         "or Variable")
     sid = s.id
-    if not _is_float(s):
+    if not _backend.is_floating(s.dtype):
         return SourceExplanation(
             name, s, False, f"unconnected — its dtype {_dtype(s)} carries no gradient (only "
             "floating tensors are traced); cast it with tg.astype before the tape uses it",
@@ -513,7 +509,7 @@ def to_dot(tape, target, sources=None) -> str:
                 continue
             p = records.producer.get(tid)
             src = f"op{p[0]}" if p is not None and p[0] in keep else leaf(tid)
-            style = None if _is_float(records.tensors[tid]) else '"dashed"'
+            style = None if _backend.is_floating(records.tensors[tid].dtype) else '"dashed"'
             lines.append(f"  {src} -> op{i}" + _attrs(style=style, color=(
                 '"#aaaaaa"' if style else None)))
     for name, s in named:

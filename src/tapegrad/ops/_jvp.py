@@ -4,6 +4,7 @@ the overriding type's). Rules are registered with ``RegisterJVP``; forward mode
 (``tapegrad.forward``) runs them."""
 from __future__ import annotations
 
+from .._backend import is_floating
 from .._structural import ops as _structural_ops
 from .._tensor import Tensor
 
@@ -21,7 +22,7 @@ def linear_jvp(op, *tangents):
     for x, t in zip(op.inputs, tangents):
         if t is None:
             if isinstance(x, Tensor):
-                t = _structural_ops.zeros_like(x) if x.dtype.kind in "fc" else x
+                t = _structural_ops.zeros_like(x) if is_floating(x.dtype) else x
             else:  # a Python scalar: zero if it is a float, else a constant (an int, a bool)
                 t = type(x)(0) if isinstance(x, (float, complex)) else x
         args.append(t)

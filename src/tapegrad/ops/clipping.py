@@ -12,14 +12,10 @@ from __future__ import annotations
 import math
 
 from .._tensor import Tensor
-from .conversion import asarray
+from .creation import convert_to_tensor
 from .elementwise import astype, maximum, minimum, sqrt, where
 from .creation import ones_like
 from .reductions import sum as _sum
-
-
-def _tensor(t):
-    return t if isinstance(t, Tensor) else asarray(t)
 
 
 def clip_by_value(t, clip_value_min, clip_value_max, name=None):
@@ -34,7 +30,7 @@ def clip_by_value(t, clip_value_min, clip_value_max, name=None):
     to ``t`` where ``min <= t <= max``, to ``clip_value_max`` where ``t > max``, to
     ``clip_value_min`` where ``t < min`` (summed over broadcast axes).
     """
-    t = _tensor(t)
+    t = convert_to_tensor(t)
     if t.dtype.kind == "c":
         raise TypeError(f"clip_by_value: t has the complex dtype {t.dtype}, but clipping orders "
                         "values, which complex numbers have not (TensorFlow refuses it too); "
@@ -67,7 +63,7 @@ def clip_by_norm(t, clip_norm, axes=None, name=None):
     safe argument), so an all-zero ``t`` has a finite gradient.
     """
     _check_clip_norm("clip_by_norm", clip_norm)
-    t = _tensor(t)
+    t = convert_to_tensor(t)
     axis = tuple(axes) if isinstance(axes, (list, tuple)) else axes
     l2sum = _sum(t * t, axis=axis, keepdims=True)
     pred = l2sum > 0
@@ -79,7 +75,7 @@ def _tensor_list(fn, t_list):
     if not isinstance(t_list, (list, tuple)):
         raise TypeError(f"{fn}: t_list should be a list or tuple of tensors, got "
                         f"{type(t_list).__name__}")
-    return [None if t is None else _tensor(t) for t in t_list]
+    return [None if t is None else convert_to_tensor(t) for t in t_list]
 
 
 def global_norm(t_list, name=None):
@@ -115,7 +111,7 @@ def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None):
     """
     _check_clip_norm("clip_by_global_norm", clip_norm)
     ts = _tensor_list("clip_by_global_norm", t_list)
-    norm = global_norm(ts) if use_norm is None else _tensor(use_norm)
+    norm = global_norm(ts) if use_norm is None else convert_to_tensor(use_norm)
     inv_clip = 1.0 / clip_norm if isinstance(clip_norm, Tensor) or clip_norm else math.inf
     scale = clip_norm * minimum(1.0 / norm, inv_clip) + (norm - norm)
     return [None if t is None else t * astype(scale, t.dtype, copy=False) for t in ts], norm

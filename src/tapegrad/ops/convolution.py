@@ -34,7 +34,7 @@ import math
 from .._backend import namespace as _ns
 from .._registry import RegisterGradient, RegisterJVP, Sample, primitive
 from .._tensor import Tensor
-from .conversion import asarray
+from .creation import convert_to_tensor
 from .manipulation import permute_dims, reshape
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv1d_transpose", "conv2d_transpose",
@@ -270,10 +270,6 @@ RegisterJVP("ConvBackpropFilter")(_bilinear_jvp(_conv_backprop_filter))
 _FORMATS = {1: ("NWC", "NCW"), 2: ("NHWC", "NCHW"), 3: ("NDHWC", "NCDHW")}
 
 
-def _tensor(x):
-    return x if isinstance(x, Tensor) else asarray(x)
-
-
 def _channels_first(who, data_format, rank):
     last, first = _FORMATS[rank]
     if data_format is None or data_format == last:
@@ -360,7 +356,7 @@ def _from_last(x, rank, first):
 def _convolve(who, rank, input, filters, strides, padding, data_format,  # noqa: A002
               dilations, depthwise=False):
     first = _channels_first(who, data_format, rank)
-    x, w = _tensor(input), _tensor(filters)
+    x, w = convert_to_tensor(input), convert_to_tensor(filters)
     _check_rank(who, x, rank)
     _check_rank(who, w, rank, "filters")
     x = _to_last(x, rank, first)
@@ -386,7 +382,7 @@ def _convolve(who, rank, input, filters, strides, padding, data_format,  # noqa:
 def _deconvolve(who, rank, input, filters, output_shape, strides, padding,  # noqa: A002
                 data_format, dilations):
     first = _channels_first(who, data_format, rank)
-    dy, w = _tensor(input), _tensor(filters)
+    dy, w = convert_to_tensor(input), convert_to_tensor(filters)
     _check_rank(who, dy, rank)
     _check_rank(who, w, rank, "filters")
     dy = _to_last(dy, rank, first)

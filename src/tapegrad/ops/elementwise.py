@@ -28,6 +28,7 @@ import math
 
 import numpy as _np
 
+from .._backend import is_floating
 from .._backend import namespace as _ns
 from .._backend import own_kernel as _own_kernel
 from .._backend import np_dtype as _np_dtype
@@ -535,7 +536,7 @@ def _cast(x, *, dtype):
 @RegisterGradient("Cast", reads="inputs")
 def _cast_grad(op, dy):
     x = op.inputs[0]
-    if not _is_floating_dtype(x.dtype):
+    if not is_floating(x.dtype):
         return None
     if _is_complex(dy) and not _is_complex(x):
         dy = real(dy)  # real -> complex: the gradient of the real input is the real part
@@ -546,13 +547,7 @@ def _cast_grad(op, dy):
 def _cast_jvp(op, t):
     # linear: the tangent cast the same way; none for an integer or boolean result
     y = op.outputs[0]
-    return _cast(t, dtype=y.dtype) if _is_floating_dtype(y.dtype) else None
-
-
-def _is_floating_dtype(dtype):
-    from .._backend import is_floating
-
-    return is_floating(dtype)
+    return _cast(t, dtype=y.dtype) if is_floating(y.dtype) else None
 
 
 def astype(x, dtype, /, *, copy=True, device=None):
@@ -581,7 +576,7 @@ def angle(z, /):
     (undefined at 0, where ``atan2``'s derivative gives 0/0). Raises ``TypeError`` for integer
     or boolean input.
     """
-    if not _is_floating_dtype(z.dtype if isinstance(z, Tensor) else np.asarray(z).dtype):
+    if not is_floating(z.dtype if isinstance(z, Tensor) else np.asarray(z).dtype):
         raise TypeError(f"angle: expected a floating or complex tensor, got dtype "
                         f"{z.dtype if isinstance(z, Tensor) else np.asarray(z).dtype}; cast it "
                         "with tg.astype first")

@@ -45,7 +45,7 @@ from .._backend import namespace as _ns
 from .._registry import RegisterGradient, RegisterJVP, Sample, primitive
 from .._tensor import Tensor
 from ._jvp import linear_jvp
-from .creation import constant
+from .creation import convert_to_tensor
 from .elementwise import real
 from .manipulation import _shape, concat
 
@@ -54,10 +54,6 @@ _DUAL = {"backward": "forward", "ortho": "ortho", "forward": "backward"}
 
 
 # --- argument checks (public wrappers) -------------------------------------------------------
-def _tensor(x):
-    return x if hasattr(x, "shape") and hasattr(x, "dtype") else constant(x)
-
-
 def _is_complex(v) -> bool:
     kind = getattr(v.dtype, "kind", None)
     if kind is not None:
@@ -110,7 +106,7 @@ def _check_real(fn, x, alternative):
 
 def _params_1d(fn, x, n, axis, norm, half):
     """Resolved ``(n, axis)``; ``half``: ``n`` is the output length of a half-spectrum input."""
-    x = _tensor(x)
+    x = convert_to_tensor(x)
     _check_ndim(fn, x)
     _check_norm(fn, norm)
     axis = _check_axis(fn, axis, len(x.shape))
@@ -125,7 +121,7 @@ def _params_1d(fn, x, n, axis, norm, half):
 
 def _params_nd(fn, x, s, axes, norm, half):
     """Resolved ``(s, axes)`` as tuples of ints, axes non-negative and unique."""
-    x = _tensor(x)
+    x = convert_to_tensor(x)
     _check_ndim(fn, x)
     _check_norm(fn, norm)
     ndim = len(x.shape)
@@ -537,7 +533,7 @@ def fftshift(x, /, *, axes=None):
     by ``size // 2``. Raises ``ValueError`` for an out-of-range axis. Gradient: ``ifftshift`` of
     the cotangent (the inverse permutation).
     """
-    x = _tensor(x)
+    x = convert_to_tensor(x)
     return _fftshift(x, axes=_shift_axes("fftshift", x, axes))
 
 
@@ -546,7 +542,7 @@ def ifftshift(x, /, *, axes=None):
 
     Arguments and errors as :func:`fftshift`. Gradient: ``fftshift`` of the cotangent.
     """
-    x = _tensor(x)
+    x = convert_to_tensor(x)
     return _ifftshift(x, axes=_shift_axes("ifftshift", x, axes))
 
 

@@ -25,7 +25,7 @@ from .._backend import namespace as _ns
 from .._registry import Arg, RegisterGradient, RegisterJVP, Sample, primitive
 from .._tensor import Tensor
 from .clipping import clip_by_norm
-from .conversion import asarray
+from .creation import convert_to_tensor
 from .elementwise import exp, tanh, where
 from .indexing import take
 from .manipulation import reshape
@@ -552,10 +552,6 @@ def sigmoid_cross_entropy_with_logits(labels, logits, name=None):
     return _sigmoid_ce(labels, logits)
 
 
-def _tensor(x):
-    return x if isinstance(x, Tensor) else asarray(x)
-
-
 def softmax_cross_entropy_with_logits(labels, logits, axis=-1, name=None):
     """Per-example softmax cross-entropy with dense labels, ``-sum(labels *
     log_softmax(logits), axis)`` (``tf.nn.softmax_cross_entropy_with_logits``, TF 2).
@@ -568,7 +564,7 @@ def softmax_cross_entropy_with_logits(labels, logits, axis=-1, name=None):
     ``softmax - labels`` for labels that sum to 1; wrt labels ``-dy * log_softmax(logits)``
     (TensorFlow 2 differentiates the labels too).
     """
-    labels, logits = _tensor(labels), _tensor(logits)
+    labels, logits = convert_to_tensor(labels), convert_to_tensor(logits)
     if logits.ndim == 0:
         raise ValueError("softmax_cross_entropy_with_logits: logits must have at least 1 "
                          "dimension (the class axis), got a 0-d tensor")
@@ -583,7 +579,7 @@ def l2_loss(t, name=None):
 
     t: floating, any shape. Result: a 0-d tensor of ``t``'s dtype. Gradient: ``dy * t``.
     """
-    t = _tensor(t)
+    t = convert_to_tensor(t)
     return _sum(t * t) / 2
 
 
@@ -603,7 +599,7 @@ def dropout(x, rate, noise_shape=None, seed=None, name=None, *, training=True):
     order) and the JVP ``t * mask``. Raises ``ValueError`` for a rate outside ``[0, 1)``, a
     non-floating ``x`` or a bad ``noise_shape``; ``TypeError`` for a non-numeric rate.
     """
-    x = _tensor(x)
+    x = convert_to_tensor(x)
     try:
         p = float(rate) if not isinstance(rate, (str, bytes)) else None
     except TypeError:  # also a rate traced by tg.function: the mask's scale must be known
@@ -708,7 +704,7 @@ def embedding_lookup(params, ids, max_norm=None, name=None):
                             f"{len(params)} sharded tensors is not supported); concatenate "
                             "them with tg.concat")
         params = params[0]
-    params = _tensor(params)
+    params = convert_to_tensor(params)
     idx = ids._value if isinstance(ids, Tensor) else _backend.asarray(ids)
     if not _is(idx, "iu", "integral"):
         raise TypeError(f"embedding_lookup: ids must be integers, got dtype {idx.dtype}")

@@ -9,15 +9,10 @@ the variance is ``tg.var``, whose gradient is exact at every order.
 """
 from __future__ import annotations
 
-from .._tensor import Tensor
-from .conversion import asarray
+from .creation import convert_to_tensor
 from .elementwise import sqrt
 from .manipulation import reshape
 from .reductions import _axes, mean, var
-
-
-def _tensor(x):
-    return x if isinstance(x, Tensor) else asarray(x)
 
 
 def moments(x, axes, shift=None, keepdims=False, name=None):
@@ -30,7 +25,7 @@ def moments(x, axes, shift=None, keepdims=False, name=None):
     axis out of range. Gradients: those of ``tg.mean`` and ``tg.var``
     (``dvar/dx = 2 (x - mean) / N``), exact to any order.
     """
-    x = _tensor(x)
+    x = convert_to_tensor(x)
     axis = tuple(axes) if isinstance(axes, (list, tuple)) else axes
     return mean(x, axis=axis, keepdims=keepdims), var(x, axis=axis, keepdims=keepdims)
 
@@ -49,7 +44,7 @@ def batch_normalization(x, mean, variance, offset, scale, variance_epsilon, name
     if scale is not None:
         inv = inv * scale
     shift = -(mean * inv) if offset is None else offset - mean * inv
-    return _tensor(x) * inv + shift
+    return convert_to_tensor(x) * inv + shift
 
 
 def layer_normalization(x, axis=-1, epsilon=1e-3, gamma=None, beta=None, name=None):
@@ -64,7 +59,7 @@ def layer_normalization(x, axis=-1, epsilon=1e-3, gamma=None, beta=None, name=No
     shape. Raises ``ValueError`` for an axis out of range or a ``gamma``/``beta`` of another
     shape. Gradient: that of the composition, exact to any order.
     """
-    x = _tensor(x)
+    x = convert_to_tensor(x)
     axes = _axes(axis, x.ndim)
     params = tuple(x.shape[a] for a in axes)
     broadcast = tuple(n if i in axes else 1 for i, n in enumerate(x.shape))
@@ -73,7 +68,7 @@ def layer_normalization(x, axis=-1, epsilon=1e-3, gamma=None, beta=None, name=No
     def shaped(p, what):
         if p is None:
             return None
-        p = _tensor(p)
+        p = convert_to_tensor(p)
         if p.shape != params:
             raise ValueError(f"layer_normalization: {what} must have the shape {params} of "
                              f"x's axes {list(axes)} (x has shape {x.shape}), got {p.shape}")

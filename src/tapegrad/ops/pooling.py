@@ -25,8 +25,8 @@ from .._backend import namespace as _ns
 from .._registry import Arg, RegisterGradient, RegisterJVP, Sample, primitive
 from ._jvp import linear_jvp
 from .convolution import (_channels_first, _check_fits, _check_rank, _fold, _from_last,
-                          _out_sizes, _pad, _patches, _per_axis, _resolve_padding, _tensor,
-                          _to_last)
+                          _out_sizes, _pad, _patches, _per_axis, _resolve_padding, _to_last)
+from .creation import convert_to_tensor
 
 __all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d"]
 
@@ -191,7 +191,7 @@ RegisterJVP("AvgPoolGrad")(linear_jvp)
 # --- the public functions -----------------------------------------------------------------------
 def _pool(who, rank, op, input, ksize, strides, padding, data_format):  # noqa: A002
     first = _channels_first(who, data_format, rank)
-    x = _tensor(input)
+    x = convert_to_tensor(input)
     _check_rank(who, x, rank)
     x = _to_last(x, rank, first)
     k = _per_axis(who, "ksize", ksize, rank, first)

@@ -22,10 +22,6 @@ def as_numpy(value) -> np.ndarray:
     return value.numpy() if isinstance(value, Tensor) else np.asarray(value)
 
 
-def is_float(t) -> bool:
-    return _backend.is_floating(t.dtype)
-
-
 def reject_complex(dtype, what, fname):
     if getattr(dtype, "kind", None) == "c":
         raise TypeError(f"{fname}: {what} has the complex dtype {dtype}; gradient checking "
@@ -107,7 +103,7 @@ def floating_outputs(ys, fname) -> list:
 
     Raises ``TypeError`` if there is none (the check would pass without checking anything).
     """
-    found = [k for k, y in enumerate(ys) if is_float(y)]
+    found = [k for k, y in enumerate(ys) if _backend.is_floating(y.dtype)]
     if not found:
         got = ", ".join(str(y.dtype) for y in ys) or "no output"
         raise TypeError(f"{fname}: none of the outputs of the function is floating (got: {got}), "

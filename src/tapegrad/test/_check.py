@@ -5,9 +5,10 @@ import warnings
 
 import numpy as np
 
+from .._backend import is_floating
 from .._tape import GradientTape
 from ..ops.creation import zeros_like
-from ._arguments import check_tolerances, floating_outputs, is_float, prepare, to_tensor
+from ._arguments import check_tolerances, floating_outputs, prepare, to_tensor
 from ._contract import check_records, is_user_op
 from ._finite_differences import col_shape, defaults, step_note, traced
 from ._forward_mode import forward_failures
@@ -148,7 +149,7 @@ def check_gradients(f, args, order=1, atol=None, rtol=None, eps=None, *, seed=0,
     check_tolerances(fname, atol=atol, rtol=rtol, eps=eps)
 
     def fn(xt):
-        return [y for y in call(xt) if is_float(y)]
+        return [y for y in call(xt) if is_floating(y.dtype)]
 
     tape, xt, ys = traced(call, xs)
     ops = tape.operations

@@ -6,10 +6,10 @@ import inspect
 
 import numpy as np
 
-from .._backend import np_dtype
+from .._backend import is_floating, np_dtype
 from ..errors import GradientCountError, GradientShapeError, GradientTypeError
 from ..ops.creation import zeros_like
-from ._arguments import check_tolerances, floating_outputs, is_float, prepare, to_tensor
+from ._arguments import check_tolerances, floating_outputs, prepare, to_tensor
 from ._finite_differences import defaults, traced
 from ._projected import directions, projected_failures, worst_elements
 from ._report import CustomGradientReport, OpCheck, locate, promotion_note, row_shape, unravel
@@ -73,7 +73,7 @@ def _check_op(number, op, traced_ids, rng, atol, rtol, eps) -> OpCheck:
         return list(out) if isinstance(out, (list, tuple)) else [out]
 
     def fn(xt):
-        return [y for y in run(xt) if is_float(y)]
+        return [y for y in run(xt) if is_floating(y.dtype)]
 
     # a fresh record of the op on float64 copies of its floating inputs
     tape, xt, _ = traced(run, xs)
@@ -103,7 +103,7 @@ def _fits_and_is_linear(check, rec, fresh, names, rng) -> bool:
     dys.append([a * d1 + b * d2 for d1, d2 in zip(*dys)])
 
     def cotangents(ds):
-        return [to_tensor(d.astype(np_dtype(o.dtype))) if is_float(o) else zeros_like(o)
+        return [to_tensor(d.astype(np_dtype(o.dtype))) if is_floating(o.dtype) else zeros_like(o)
                 for d, o in zip(ds, rec.outputs)]
 
     n_args = len(rec.inputs) - len(rec.variables)

@@ -7,7 +7,7 @@ import numpy as np
 from .. import _backend
 from .._tape import GradientTape
 from .._tensor import Tensor
-from ._arguments import as_numpy, check_tolerances, is_float, to_tensor
+from ._arguments import as_numpy, check_tolerances, to_tensor
 
 # Defaults by the itemsize of the least precise floating output: (central-difference step,
 # atol, rtol) for a first-order check; order k multiplies atol and rtol by 10**(k - 1).
@@ -185,7 +185,7 @@ def compute_gradient(f, x, delta=None):
             raise TypeError(f"{fname}: `f` must return a single Tensor, got "
                             f"{type(y).__name__}; check several outputs one at a time, or use "
                             "tg.test.check_gradients")
-        if not is_float(y):
+        if not _backend.is_floating(y.dtype):
             raise TypeError(f"{fname}: `f` returned a tensor of dtype {y.dtype}; only floating "
                             "results have gradients")
         return [y]
