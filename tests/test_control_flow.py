@@ -393,6 +393,24 @@ def test_a_while_loop_variable_that_changes_dtype_is_named():
         f(tg.constant(W0))
 
 
+def test_an_eager_while_loop_checks_its_variables_as_a_compiled_one_does():
+    # eagerly a loop variable changed its dtype or shape silently (the registry sweep of the
+    # While op type found it: a complex body result for a real loop variable)
+    def loop(body, x):
+        return tg.while_loop(lambda i, x: i < 2, lambda i, x: (i + 1, body(x)), (0, x))[1]
+
+    x = tg.constant(W0)
+    with pytest.raises(TypeError, match=r"tg.while_loop: the body returned loop_vars\[1\] with "
+                                        r"shape \(3,\) and dtype float32, but it entered the "
+                                        r"loop with shape \(3,\) and dtype float64"):
+        loop(lambda x: tg.astype(x, tg.float32), x)
+    with pytest.raises(TypeError, match=r"loop_vars\[1\] with shape \(6,\) .* shape \(3,\)"):
+        loop(lambda x: tg.concat([x, x]), x)
+    # a Python number takes its loop variable's dtype, as compiled
+    out = loop(lambda x: 1.5, tg.constant(0.0, dtype=tg.float32))
+    assert out.dtype == tg.float32 and float(out) == 1.5
+
+
 @_NOT_ON_STRICT
 def test_branches_that_differ_are_refused_naming_both():
     f = tg.function(lambda x: tg.cond(tg.sum(x) > 0, lambda: x, lambda: x[:2]))
