@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from test_registry_gradients import (_cases, _is_builtin, complex_cases, complex_sample,
-                                     floating_outputs)
+from test_registry_gradients import (_cases, _is_builtin, compiled_modes, complex_cases,
+                                     complex_sample, floating_outputs, unbounded_while)
 
 _ZERO = tg.UnconnectedGradients.ZERO
 
@@ -131,8 +131,7 @@ def _check_jvps(op_type, args, attrs, positions, rng, monkeypatch, compiled=Fals
             piece = piece[0::2] + 1j * piece[1::2]
         us.append(tg.constant(piece.reshape(y.shape).astype(y.dtype)))
         start += n
-    if compiled and op_type == "While" and attrs.get("maximum_iterations") is None:
-        # reverse mode through a compiled while loop needs a bound: a clear refusal
+    if compiled and unbounded_while(op_type, attrs):  # needs the bound: a clear refusal
         with pytest.raises(ValueError, match="needs a bound on its iterations"):
             tape.gradient(ys, ts, output_gradients=us)
     elif ys:
@@ -151,13 +150,8 @@ def test_every_primitive_jvp_matches_differences_and_the_vjp_to_second_order(
     opdef = tg.registered_ops()[op_type]
     rng = np.random.default_rng([zlib.crc32(op_type.encode()), index, 1])
     args, attrs, positions = opdef.samples[index].materialize(rng)
-    for compiled in _modes(opdef):
+    for compiled in compiled_modes(op_type):
         _check_jvps(op_type, args, attrs, positions, rng, monkeypatch, compiled)
-
-
-def _modes(opdef):
-    """``compiled`` for :func:`_check_jvps`: eager, and compiled too for a construct."""
-    return (False, True) if opdef.is_construct else (False,)
 
 
 @pytest.mark.parametrize("op_type, index, mixed", complex_cases())
@@ -168,7 +162,7 @@ def test_every_primitive_jvp_of_complex_inputs_is_f_prime_t_to_second_order(
     rng = np.random.default_rng([zlib.crc32(op_type.encode()), index, 3])
     sample = complex_sample(op_type, index, mixed, rng)
     if sample is not None:
-        for compiled in _modes(tg.registered_ops()[op_type]):
+        for compiled in compiled_modes(op_type):
             _check_jvps(op_type, *sample, rng, monkeypatch, compiled)
 
 
@@ -197,20 +191,33 @@ def test_float32_gradients_and_jvps_keep_their_dtypes_and_shapes(op_type, index,
         monkeypatch.setattr(opdef, "jvp", spy)
 
     f = floating_outputs(op_type, args, attrs, positions)  # the gradient sweep's function
+    for compiled in compiled_modes(op_type):  # a construct compiled too (its rules run)
+        # a compiled While without a bound has no reverse mode (the refusal is checked in
+        # test_registry_gradients)
+        _check_float32(f, args, positions, wrong, op_type,
+                       compiled, not (compiled and unbounded_while(op_type, attrs)))
 
-    def run(dtype):
-        xs = [tg.constant(np.asarray(args[p]).astype(dtype)) for p in positions]
-        vs = [tg.constant(_direction(args[p], np.random.default_rng(k)).astype(dtype))
-              for k, p in enumerate(positions)]
+
+def _check_float32(f, args, positions, wrong, op_type, compiled, reverse):
+    def core(xs, vs):
         with tg.GradientTape() as tape:
             tape.watch(xs)
             with tg.ForwardAccumulator(xs, vs) as acc:
                 ys = f(*xs)
         jvps = acc.jvp(ys, unconnected_gradients=_ZERO)
         us = [tg.ones_like(y) for y in ys]
-        gs = (tape.gradient(ys, xs, output_gradients=us, unconnected_gradients=_ZERO) if ys
-              else [tg.zeros_like(x) for x in xs])
-        return xs, ys, gs, jvps
+        gs = (tape.gradient(ys, xs, output_gradients=us, unconnected_gradients=_ZERO)
+              if ys and reverse else [tg.zeros_like(x) for x in xs])
+        return ys, gs, jvps
+
+    if compiled:
+        core = tg.function(core)
+
+    def run(dtype):
+        xs = [tg.constant(np.asarray(args[p]).astype(dtype)) for p in positions]
+        vs = [tg.constant(_direction(args[p], np.random.default_rng(k)).astype(dtype))
+              for k, p in enumerate(positions)]
+        return (xs, *core(xs, vs))
 
     xs, ys, gs, jvps = run(np.float32)
     assert not wrong, f"{op_type}'s JVP rule returned (shape, dtype) {wrong[0][:2]} for an " \

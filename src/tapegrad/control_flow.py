@@ -1205,11 +1205,22 @@ def _transpose(matvec, like):
 # call it, its bodies given as attrs, so that the registry sweeps run it in every mode as they
 # run every primitive: eagerly (the body's ops recorded), compiled (one record, whose gradient
 # and JVP are the op type's rules running the call's), batched, forward mode, complex.
-def _scan_op(init, xs, *captured, step, reverse=False):
+def _scan_op(init, xs, *captured, step, reverse=False, form="lax.scan"):
     """The op type ``Scan`` as the registry sweeps call it: ``tg.lax.scan`` of
     ``step(carry, x, *captured) -> (carry, y)`` from ``init`` over the leading axis of ``xs``
     (``reverse``: from the last slice); returns ``(carry, ys)``. Shapes, dtypes and errors as
-    :func:`tapegrad.lax.scan`."""
+    :func:`tapegrad.lax.scan`. ``form``: the construct built on it to call instead,
+    ``"scan"``, ``"foldl"`` (``foldr`` when ``reverse``) of the step's carry, or ``"map_fn"``
+    of its ``y`` from ``init``; each returns its own result."""
+    def carry(c, x):
+        return step(c, x, *captured)[0]
+
+    if form == "scan":
+        return scan(carry, xs, init, reverse=reverse)
+    if form == "foldl":
+        return (foldr if reverse else foldl)(carry, xs, init)
+    if form == "map_fn":
+        return map_fn(lambda x: step(init, x, *captured)[1], xs)
     return _scan("tg.lax.scan", lambda c, x: step(c, x, *captured), init, xs, None, reverse, 1)
 
 
@@ -1275,6 +1286,10 @@ construct("Scan", _scan_op, samples=[
     Sample((3,), (4, 3), (3,), step=_sample_step, domain=_D),
     Sample((3,), (4, 3), (3,), step=_sample_step, reverse=True, domain=_D),
     Sample((2, 2), (0, 2, 2), (2,), step=_sample_step, domain=_D),  # no step
+    Sample((3,), (4, 3), (3,), step=_sample_step, form="scan", domain=_D),
+    Sample((3,), (4, 3), (3,), step=_sample_step, form="foldl", domain=_D),
+    Sample((3,), (4, 3), (3,), step=_sample_step, form="foldl", reverse=True, domain=_D),
+    Sample((3,), (4, 3), (3,), step=_sample_step, form="map_fn", domain=_D),
 ])
 construct("While", _while_op, samples=[
     Sample((3,), (3,), (3,), body=_sample_body, trips=3, carried=2, maximum_iterations=3,
