@@ -144,9 +144,19 @@ def sample_function(op_type, args, attrs, positions):
 
 
 def first_sample_cases():
-    """One case per differentiable built-in op type that declares samples (its first is used)."""
-    return [pytest.param(name, id=name) for name, opdef in sorted(tg.registered_ops().items())
-            if opdef.differentiable and _is_builtin(opdef) and opdef.samples]
+    """``(op type, sample index)``: the first sample of each differentiable built-in op type
+    that declares samples, and every other sample of a control-flow construct (they take
+    different paths: reverse, empty, early exits, a batched predicate, the forms built on
+    it), but a ``While`` without ``maximum_iterations`` (no reverse mode when compiled)."""
+    cases = []
+    for name, opdef in sorted(tg.registered_ops().items()):
+        if not (opdef.differentiable and _is_builtin(opdef) and opdef.samples):
+            continue
+        cases.append(pytest.param(name, 0, id=name))
+        cases += [pytest.param(name, k, id=f"{name}-{k}")
+                  for k, sample in enumerate(opdef.samples[1:], 1)
+                  if opdef.is_construct and not unbounded_while(name, sample.attrs)]
+    return cases
 
 
 def floating_outputs(op_type, args, attrs, positions):

@@ -1261,6 +1261,10 @@ def _sample_body(x, y, w):  # a while body of two loop-carried floats and a capt
     return x * cos(y) + w, y * cos(w) + sin(y) * w  # its dtype when only x is complex)
 
 
+def _sample_passing(c, x, w):  # a step whose y is the captured tensor as it is
+    return c * sin(x) + w, w
+
+
 def _sample_body1(x, w):
     return sin(x) * w + x
 
@@ -1277,6 +1281,10 @@ def _sample_branch1(x, w):
     return cos(x) + w, x * w
 
 
+def _sample_identity(x, w):  # a branch that returns an input as it is (and reads not w)
+    return x, x
+
+
 def _sample_branch2(x, w):
     return x * x * w, sin(w) + x
 
@@ -1290,6 +1298,7 @@ construct("Scan", _scan_op, samples=[
     Sample((3,), (4, 3), (3,), step=_sample_step, form="foldl", domain=_D),
     Sample((3,), (4, 3), (3,), step=_sample_step, form="foldl", reverse=True, domain=_D),
     Sample((3,), (4, 3), (3,), step=_sample_step, form="map_fn", domain=_D),
+    Sample((3,), (4, 3), (3,), step=_sample_passing, domain=_D),
 ])
 construct("While", _while_op, samples=[
     Sample((3,), (3,), (3,), body=_sample_body, trips=3, carried=2, maximum_iterations=3,
@@ -1305,5 +1314,7 @@ construct("Switch", _switch_op, samples=[
            domain=_D),
     Sample((3,), (3,), branches=(_sample_branch0, _sample_branch1), index=False, domain=_D),
     Sample((3,), (3,), branches=(_sample_branch0, _sample_branch2), index=7,  # the last
+           domain=_D),
+    Sample((3,), (3,), branches=(_sample_branch0, _sample_identity), index=_sample_index,
            domain=_D),
 ])
