@@ -672,3 +672,45 @@ def test_map_fn_with_a_tuple_of_dtypes_as_fn_output_signature():
     assert c.dtype == tg.float32 and c.numpy().tolist() == [3.0, 6.0]
     d = tg.map_fn(lambda v: {"s": v}, x, fn_output_signature={"s": tg.TensorSpec((), tg.float32)})
     assert d["s"].dtype == tg.float32
+
+
+@_NOT_ON_STRICT
+def test_the_constructs_are_op_types_whose_registered_rules_run_each_calls_rules(monkeypatch):
+    ops = tg.registered_ops()
+    for name in ("Scan", "While", "Switch"):
+        assert ops[name].is_construct and ops[name].defined and ops[name].samples
+        assert ops[name].grad is not None and ops[name].jvp is not None
+    calls = []
+
+    def spy(rule):
+        def run(op, *ds):
+            calls.append((rule.__name__, op.type))
+            return rule(op, *ds)
+        run.__name__ = rule.__name__
+        return run
+
+    monkeypatch.setattr(ops["Scan"], "grad", spy(ops["Scan"].grad))
+    monkeypatch.setattr(ops["Scan"], "jvp", spy(ops["Scan"].jvp))
+    seen = {}
+
+    @tg.function
+    def f(c, xs):
+        with tg.ForwardAccumulator(c, tg.ones_like(c)) as acc:
+            with tg.GradientTape() as tape:
+                tape.watch(c)
+                y = tg.lax.scan(lambda c, x: (c * tg.sin(x), None), c, xs)[0]
+                total = tg.sum(y)
+            seen["record"] = tape.operations[0]
+            g = tape.gradient(total, c)
+        return g, acc.jvp(y)
+
+    g, t = f(tg.constant(W0), tg.constant(XS))
+    record = seen["record"]
+    assert record.type == "Scan" and not record.is_custom
+    assert record.gradient_function is ops["Scan"].grad  # the registered rule, read when made
+    # (the accumulator also takes the JVP of the gradient's own reverse scan)
+    assert set(calls) == {("_recorded_jvp", "Scan"), ("_recorded_vjp", "Scan")}
+    np.testing.assert_allclose(g.numpy(), np.prod(np.sin(XS), axis=0), rtol=1e-12)
+    np.testing.assert_allclose(t.numpy(), np.prod(np.sin(XS), axis=0), rtol=1e-12)
+    with pytest.raises(ValueError, match="construct: op type 'Scan' is already registered"):
+        tg._registry.construct("Scan", lambda: None, samples=[])

@@ -328,7 +328,7 @@ def construct_call(op_type, names, vjp, jvp) -> CallDef:
     if entry is None or not entry.is_construct:
         return CallDef(op_type, names, vjp, jvp=jvp, replay_error="call the construct again")
     return CallDef(op_type, names, entry.grad, jvp=entry.jvp, rules=(vjp, jvp),
-                   replay_error="call the construct again")
+                   replay_error="call the construct again", is_custom=False)
 
 
 def _defined_again(old, new, what) -> bool:
