@@ -714,3 +714,12 @@ def test_the_constructs_are_op_types_whose_registered_rules_run_each_calls_rules
     np.testing.assert_allclose(t.numpy(), np.prod(np.sin(XS), axis=0), rtol=1e-12)
     with pytest.raises(ValueError, match="construct: op type 'Scan' is already registered"):
         tg._registry.construct("Scan", lambda: None, samples=[])
+
+
+def test_no_op_type_takes_the_gradient_of_a_construct():
+    # the gradient of Scan runs the rules a compiled call's record carries; a Sin record has
+    # none (unchecked, an AttributeError in the backward pass)
+    with pytest.raises(ValueError, match=r"gradient_override_map: 'Scan' is a control-flow "
+                                         r"construct, .* ops of type 'Sin' have none"):
+        with tg.gradient_override_map({"Sin": "Scan"}):
+            pass

@@ -600,7 +600,8 @@ def gradient_override_map(op_type_map: dict):
     (:func:`RegisterJVP`), or the transpose of ``v``'s gradient where ``v`` has no rule. Raises
     ``LookupError`` naming the closest registered names if a type is unknown, or if ``k`` was
     never defined; ``ValueError`` if both types take a fixed number of inputs and the numbers
-    differ (the gradient would return the wrong number of gradients).
+    differ (the gradient would return the wrong number of gradients), or if ``v`` is a
+    control-flow construct (``Scan``...: its gradient runs what a compiled call records).
     """
     resolved = {}
     for k, v in op_type_map.items():
@@ -613,6 +614,11 @@ def gradient_override_map(op_type_map: dict):
                 f"gradient_override_map: op type {k!r} has a registered gradient but was never "
                 f"defined with tg.primitive({k!r}), so no op of that type runs; the keys are "
                 "the op types whose gradient you replace")
+        if dst.is_construct and src is not dst:
+            raise ValueError(
+                f"gradient_override_map: {v!r} is a control-flow construct, whose gradient runs "
+                f"the rules a compiled {v} call records; ops of type {k!r} have none. Map "
+                f"{k!r} to a gradient written for it (register one with tg.RegisterGradient)")
         if src.arity is not None and dst.arity is not None and src.arity != dst.arity:
             raise ValueError(
                 f"gradient_override_map: op type {k!r} takes {src.arity} input(s) but the "
