@@ -1293,7 +1293,7 @@ _D = (-1.0, 1.0)  # complex sin and cos grow as exp(|Im|): keep the loops' value
 construct("Scan", _scan_op, samples=[
     Sample((3,), (4, 3), (3,), step=_sample_step, domain=_D),
     Sample((3,), (4, 3), (3,), step=_sample_step, reverse=True, domain=_D),
-    Sample((2, 2), (0, 2, 2), (2,), step=_sample_step, domain=_D),  # no step
+    Sample((2, 2), (0, 2, 2), (2,), step=_sample_step, domain=_D),  # xs of length 0
     Sample((3,), (4, 3), (3,), step=_sample_step, form="scan", domain=_D),
     Sample((3,), (4, 3), (3,), step=_sample_step, form="foldl", domain=_D),
     Sample((3,), (4, 3), (3,), step=_sample_step, form="foldl", reverse=True, domain=_D),
