@@ -393,6 +393,24 @@ def test_a_while_loop_variable_that_changes_dtype_is_named():
         f(tg.constant(W0))
 
 
+def test_an_eager_while_loop_checks_its_variables_as_a_compiled_one_does():
+    # eagerly a loop variable changed its dtype or shape silently (the registry sweep of the
+    # While op type found it: a complex body result for a real loop variable)
+    def loop(body, x):
+        return tg.while_loop(lambda i, x: i < 2, lambda i, x: (i + 1, body(x)), (0, x))[1]
+
+    x = tg.constant(W0)
+    with pytest.raises(TypeError, match=r"tg.while_loop: the body returned loop_vars\[1\] with "
+                                        r"shape \(3,\) and dtype float32, but it entered the "
+                                        r"loop with shape \(3,\) and dtype float64"):
+        loop(lambda x: tg.astype(x, tg.float32), x)
+    with pytest.raises(TypeError, match=r"loop_vars\[1\] with shape \(6,\) .* shape \(3,\)"):
+        loop(lambda x: tg.concat([x, x]), x)
+    # a Python number takes its loop variable's dtype, as compiled
+    out = loop(lambda x: 1.5, tg.constant(0.0, dtype=tg.float32))
+    assert out.dtype == tg.float32 and float(out) == 1.5
+
+
 @_NOT_ON_STRICT
 def test_branches_that_differ_are_refused_naming_both():
     f = tg.function(lambda x: tg.cond(tg.sum(x) > 0, lambda: x, lambda: x[:2]))
@@ -654,3 +672,54 @@ def test_map_fn_with_a_tuple_of_dtypes_as_fn_output_signature():
     assert c.dtype == tg.float32 and c.numpy().tolist() == [3.0, 6.0]
     d = tg.map_fn(lambda v: {"s": v}, x, fn_output_signature={"s": tg.TensorSpec((), tg.float32)})
     assert d["s"].dtype == tg.float32
+
+
+@_NOT_ON_STRICT
+def test_the_constructs_are_op_types_whose_registered_rules_run_each_calls_rules(monkeypatch):
+    ops = tg.registered_ops()
+    for name in ("Scan", "While", "Switch"):
+        assert ops[name].is_construct and ops[name].defined and ops[name].samples
+        assert ops[name].grad is not None and ops[name].jvp is not None
+    calls = []
+
+    def spy(rule):
+        def run(op, *ds):
+            calls.append((rule.__name__, op.type))
+            return rule(op, *ds)
+        run.__name__ = rule.__name__
+        return run
+
+    monkeypatch.setattr(ops["Scan"], "grad", spy(ops["Scan"].grad))
+    monkeypatch.setattr(ops["Scan"], "jvp", spy(ops["Scan"].jvp))
+    seen = {}
+
+    @tg.function
+    def f(c, xs):
+        with tg.ForwardAccumulator(c, tg.ones_like(c)) as acc:
+            with tg.GradientTape() as tape:
+                tape.watch(c)
+                y = tg.lax.scan(lambda c, x: (c * tg.sin(x), None), c, xs)[0]
+                total = tg.sum(y)
+            seen["record"] = tape.operations[0]
+            g = tape.gradient(total, c)
+        return g, acc.jvp(y)
+
+    g, t = f(tg.constant(W0), tg.constant(XS))
+    record = seen["record"]
+    assert record.type == "Scan" and not record.is_custom
+    assert record.gradient_function is ops["Scan"].grad  # the registered rule, read when made
+    # (the accumulator also takes the JVP of the gradient's own reverse scan)
+    assert set(calls) == {("_recorded_jvp", "Scan"), ("_recorded_vjp", "Scan")}
+    np.testing.assert_allclose(g.numpy(), np.prod(np.sin(XS), axis=0), rtol=1e-12)
+    np.testing.assert_allclose(t.numpy(), np.prod(np.sin(XS), axis=0), rtol=1e-12)
+    with pytest.raises(ValueError, match="construct: op type 'Scan' is already registered"):
+        tg._registry.construct("Scan", lambda: None, samples=[])
+
+
+def test_no_op_type_takes_the_gradient_of_a_construct():
+    # the gradient of Scan runs the rules a compiled call's record carries; a Sin record has
+    # none (unchecked, an AttributeError in the backward pass)
+    with pytest.raises(ValueError, match=r"gradient_override_map: 'Scan' is a control-flow "
+                                         r"construct, .* ops of type 'Sin' have none"):
+        with tg.gradient_override_map({"Sin": "Scan"}):
+            pass

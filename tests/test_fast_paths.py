@@ -20,8 +20,11 @@ from test_registry_gradients import _is_builtin
 
 
 def _cases():
+    # not the control-flow constructs (Scan, While, Switch): their public function is the
+    # construct itself, on Tensors; no op wrapper runs them
     return [pytest.param(name, id=name) for name, opdef in sorted(tg.registered_ops().items())
-            if opdef.defined and _is_builtin(opdef) and opdef.samples]
+            if opdef.defined and _is_builtin(opdef) and opdef.samples
+            and not opdef.is_construct]
 
 
 def _values(out):

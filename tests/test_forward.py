@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import tapegrad as tg
-from test_registry_gradients import (_cases, _is_builtin, complex_cases, complex_sample,
-                                     floating_outputs)
+from test_registry_gradients import (_cases, _is_builtin, compiled_modes, complex_cases,
+                                     complex_sample, floating_outputs, unbounded_while)
 
 _ZERO = tg.UnconnectedGradients.ZERO
 
@@ -55,12 +55,16 @@ def _real_dot(g, v):
     return float(np.sum(np.real(np.conj(g) * v)))
 
 
-def _check_jvps(op_type, args, attrs, positions, rng, monkeypatch):
+def _check_jvps(op_type, args, attrs, positions, rng, monkeypatch, compiled=False):
     """The JVP of the op on the sample against central differences (first and second order)
     and against its VJP (``<u, J v> = <J^T u, v>``, complex values as real pairs); the op's own
-    rule must give it, each tangent with its output's shape and dtype."""
+    rule must give it, each tangent with its output's shape and dtype. ``compiled``: the op
+    inside ``tg.function`` (a control-flow construct, whose rule only a compiled call uses:
+    eagerly the tapes and accumulators see its body's ops): the accumulators inside the
+    compiled function too."""
     opdef = tg.registered_ops()[op_type]
-    f = floating_outputs(op_type, args, attrs, positions)  # the gradient sweep's function
+    g = floating_outputs(op_type, args, attrs, positions)  # the gradient sweep's function
+    f = tg.function(g) if compiled else g
 
     # the op's own rule must give its tangents (the fallback only for JVP_FALLBACK ops), each
     # of its output's shape and dtype as the rule returns it
@@ -82,19 +86,24 @@ def _check_jvps(op_type, args, attrs, positions, rng, monkeypatch):
     xs = [np.asarray(args[p]) for p in positions]
     vs = [_direction(x, rng) for x in xs]
 
+    def tangents(ts, tv, order):  # (outputs, tangents of order 1, of order ``order``)
+        with tg.ForwardAccumulator(ts, tv) as outer:
+            with tg.ForwardAccumulator(ts, tv) as inner:
+                ys = g(*ts)
+            first = inner.jvp(ys, unconnected_gradients=_ZERO)
+        return ys, first, first if order == 1 else outer.jvp(first, unconnected_gradients=_ZERO)
+
+    if compiled:
+        tangents = tg.function(tangents)
+
     def jvp_at(points, order):
         ts = [tg.constant(x) for x in points]
         tv = [tg.constant(v.astype(x.dtype)) for v, x in zip(vs, points)]
-        with tg.ForwardAccumulator(ts, tv) as outer:
-            with tg.ForwardAccumulator(ts, tv) as inner:
-                ys = f(*ts)
-            first = inner.jvp(ys, unconnected_gradients=_ZERO)
+        ys, first, last = tangents(ts, tv, order)
         for y, t in zip(ys, first):
             assert t.shape == y.shape and t.dtype == y.dtype, (op_type, t.shape, t.dtype, y.shape,
                                                                y.dtype)
-        if order == 1:
-            return _flat(first)
-        return _flat(outer.jvp(first, unconnected_gradients=_ZERO))
+        return _flat(last)
 
     low = any(y.dtype.itemsize < 8 * (1 + (y.dtype.kind == "c"))
               for y in f(*map(tg.constant, xs)))  # e.g. Cast to float32
@@ -104,7 +113,7 @@ def _check_jvps(op_type, args, attrs, positions, rng, monkeypatch):
     numeric1 = (_flat(f(*map(tg.constant, plus))) - _flat(f(*map(tg.constant, minus)))) / (2 * eps)
     jv = jvp_at(xs, 1)
     np.testing.assert_allclose(jv, numeric1, rtol=tol, atol=tol)
-    if opdef.jvp is not None:
+    if opdef.jvp is not None and (compiled or not opdef.is_construct):
         assert used and all(used), f"{op_type}'s JVP rule was not used (NotImplemented)"
         assert not wrong, f"{op_type}'s JVP rule returned (shape, dtype) {wrong[0][:2]} for an " \
                           f"output of {wrong[0][2:]}"
@@ -122,7 +131,10 @@ def _check_jvps(op_type, args, attrs, positions, rng, monkeypatch):
             piece = piece[0::2] + 1j * piece[1::2]
         us.append(tg.constant(piece.reshape(y.shape).astype(y.dtype)))
         start += n
-    if ys:
+    if compiled and unbounded_while(op_type, attrs):  # needs the bound: a clear refusal
+        with pytest.raises(ValueError, match="needs a bound on its iterations"):
+            tape.gradient(ys, ts, output_gradients=us)
+    elif ys:
         gs = tape.gradient(ys, ts, output_gradients=us, unconnected_gradients=_ZERO)
         rev = sum(_real_dot(g.numpy(), v) for g, v in zip(gs, vs))
         np.testing.assert_allclose(float(u @ jv), rev, rtol=tol, atol=tol)
@@ -138,7 +150,8 @@ def test_every_primitive_jvp_matches_differences_and_the_vjp_to_second_order(
     opdef = tg.registered_ops()[op_type]
     rng = np.random.default_rng([zlib.crc32(op_type.encode()), index, 1])
     args, attrs, positions = opdef.samples[index].materialize(rng)
-    _check_jvps(op_type, args, attrs, positions, rng, monkeypatch)
+    for compiled in compiled_modes(op_type):
+        _check_jvps(op_type, args, attrs, positions, rng, monkeypatch, compiled)
 
 
 @pytest.mark.parametrize("op_type, index, mixed", complex_cases())
@@ -149,7 +162,8 @@ def test_every_primitive_jvp_of_complex_inputs_is_f_prime_t_to_second_order(
     rng = np.random.default_rng([zlib.crc32(op_type.encode()), index, 3])
     sample = complex_sample(op_type, index, mixed, rng)
     if sample is not None:
-        _check_jvps(op_type, *sample, rng, monkeypatch)
+        for compiled in compiled_modes(op_type):
+            _check_jvps(op_type, *sample, rng, monkeypatch, compiled)
 
 
 def _float32_cases():
@@ -177,20 +191,33 @@ def test_float32_gradients_and_jvps_keep_their_dtypes_and_shapes(op_type, index,
         monkeypatch.setattr(opdef, "jvp", spy)
 
     f = floating_outputs(op_type, args, attrs, positions)  # the gradient sweep's function
+    for compiled in compiled_modes(op_type):  # a construct compiled too (its rules run)
+        # a compiled While without a bound has no reverse mode (the refusal is checked in
+        # test_registry_gradients)
+        _check_float32(f, args, positions, wrong, op_type,
+                       compiled, not (compiled and unbounded_while(op_type, attrs)))
 
-    def run(dtype):
-        xs = [tg.constant(np.asarray(args[p]).astype(dtype)) for p in positions]
-        vs = [tg.constant(_direction(args[p], np.random.default_rng(k)).astype(dtype))
-              for k, p in enumerate(positions)]
+
+def _check_float32(f, args, positions, wrong, op_type, compiled, reverse):
+    def core(xs, vs):
         with tg.GradientTape() as tape:
             tape.watch(xs)
             with tg.ForwardAccumulator(xs, vs) as acc:
                 ys = f(*xs)
         jvps = acc.jvp(ys, unconnected_gradients=_ZERO)
         us = [tg.ones_like(y) for y in ys]
-        gs = (tape.gradient(ys, xs, output_gradients=us, unconnected_gradients=_ZERO) if ys
-              else [tg.zeros_like(x) for x in xs])
-        return xs, ys, gs, jvps
+        gs = (tape.gradient(ys, xs, output_gradients=us, unconnected_gradients=_ZERO)
+              if ys and reverse else [tg.zeros_like(x) for x in xs])
+        return ys, gs, jvps
+
+    if compiled:
+        core = tg.function(core)
+
+    def run(dtype):
+        xs = [tg.constant(np.asarray(args[p]).astype(dtype)) for p in positions]
+        vs = [tg.constant(_direction(args[p], np.random.default_rng(k)).astype(dtype))
+              for k, p in enumerate(positions)]
+        return (xs, *core(xs, vs))
 
     xs, ys, gs, jvps = run(np.float32)
     assert not wrong, f"{op_type}'s JVP rule returned (shape, dtype) {wrong[0][:2]} for an " \

@@ -1,6 +1,7 @@
 """Every built-in differentiable primitive under ``tg.vmap``: values and VJPs per example.
 
-For each differentiable op type (its first declared sample), two examples of the sample's
+For each differentiable op type (its first declared sample; every sample of a control-flow
+construct, ``first_sample_cases``), two examples of the sample's
 floating inputs (two random draws of the same shapes) are stacked along a new leading axis;
 ``tg.vmap`` of the op over that axis must give, for each example, the op's own output, and the
 gradient of a fixed random projection of the batched outputs must give each example's own VJP
@@ -22,11 +23,12 @@ pytestmark = pytest.mark.skipif(
     reason="tg.vmap runs on JAX, whose values do not mix with array_api_strict constants")
 
 
-@pytest.mark.parametrize("op_type", first_sample_cases())
-def test_vmap_of_the_op_equals_the_op_per_example(op_type):
+@pytest.mark.parametrize("op_type, index", first_sample_cases())
+def test_vmap_of_the_op_equals_the_op_per_example(op_type, index):
     opdef = tg.registered_ops()[op_type]
     seed = zlib.crc32(op_type.encode())
-    draws = [opdef.samples[0].materialize(np.random.default_rng([seed, k])) for k in (1, 2)]
+    draws = [opdef.samples[index].materialize(np.random.default_rng([seed, k]))
+             for k in (1, 2)]
     args, attrs, float_positions = draws[0]
 
     f = floating_outputs(op_type, args, attrs, float_positions)

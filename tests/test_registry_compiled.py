@@ -1,6 +1,7 @@
 """Every built-in primitive's gradient inside ``tg.function`` and inside a compiled loop body.
 
-For each differentiable op type (its first declared sample), one compiled function returns the
+For each differentiable op type (its first declared sample; every sample of a control-flow
+construct, ``first_sample_cases``), one compiled function returns the
 VJP of the op with a fixed random cotangent three times: taken on the op directly, through a
 ``tg.lax.scan`` whose body applies the op (the scan's reverse pass runs the body again under a
 tape, inside an XLA loop), and taken inside a scan's body; and the JVP with a fixed random
@@ -28,14 +29,14 @@ _STRICT_REFUSED = {"SigmoidCrossEntropyWithLogits", "Sort", "SparseSoftmaxCrossE
                    "SparseSoftmaxCrossEntropyWithLogitsGrad", "Where"}
 
 
-@pytest.mark.parametrize("op_type", first_sample_cases())
-def test_gradient_compiled_and_in_a_compiled_loop(op_type):
+@pytest.mark.parametrize("op_type, index", first_sample_cases())
+def test_gradient_compiled_and_in_a_compiled_loop(op_type, index):
     if op_type in _STRICT_REFUSED and tg._backend.default_namespace().__name__ == (
             "array_api_strict"):
         pytest.skip("its derivatives meet array_api_strict's arrays inside the trace")
     opdef = tg.registered_ops()[op_type]
     rng = np.random.default_rng([zlib.crc32(op_type.encode()), 7])
-    args, attrs, float_positions = opdef.samples[0].materialize(rng)
+    args, attrs, float_positions = opdef.samples[index].materialize(rng)
 
     f = floating_outputs(op_type, args, attrs, float_positions)
 

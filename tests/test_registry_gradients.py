@@ -144,9 +144,19 @@ def sample_function(op_type, args, attrs, positions):
 
 
 def first_sample_cases():
-    """One case per differentiable built-in op type that declares samples (its first is used)."""
-    return [pytest.param(name, id=name) for name, opdef in sorted(tg.registered_ops().items())
-            if opdef.differentiable and _is_builtin(opdef) and opdef.samples]
+    """``(op type, sample index)``: the first sample of each differentiable built-in op type
+    that declares samples, and every other sample of a control-flow construct (they take
+    different paths: reverse, empty, early exits, a batched predicate, the forms built on
+    it), but a ``While`` without ``maximum_iterations`` (no reverse mode when compiled)."""
+    cases = []
+    for name, opdef in sorted(tg.registered_ops().items()):
+        if not (opdef.differentiable and _is_builtin(opdef) and opdef.samples):
+            continue
+        cases.append(pytest.param(name, 0, id=name))
+        cases += [pytest.param(name, k, id=f"{name}-{k}")
+                  for k, sample in enumerate(opdef.samples[1:], 1)
+                  if opdef.is_construct and not unbounded_while(name, sample.attrs)]
+    return cases
 
 
 def floating_outputs(op_type, args, attrs, positions):
@@ -183,14 +193,40 @@ def complex_sample(op_type, index, mixed, rng):
     return args, attrs, positions
 
 
+def compiled_modes(op_type):
+    """``(False,)``, or ``(False, True)`` for a control-flow construct (``Scan``, ``While``,
+    ``Switch``): eagerly the tapes see its body's ops, only a compiled call (``tg.function``)
+    is recorded as the construct, whose gradient and JVP are its op type's rules."""
+    return (False, True) if tg.registered_ops()[op_type].is_construct else (False,)
+
+
+def unbounded_while(op_type, attrs) -> bool:
+    """Whether the sample is a ``While`` loop without ``maximum_iterations``: compiled, its
+    reverse mode raises ``ValueError`` (it needs the bound), which the sweeps check instead."""
+    return op_type == "While" and attrs.get("maximum_iterations") is None
+
+
+def check_gradients_in_modes(op_type, args, attrs, positions):
+    """``tg.test.check_gradients`` of the sample to second order, eagerly and (for a construct)
+    compiled."""
+    f = sample_function(op_type, args, attrs, positions)
+    for compiled in compiled_modes(op_type):
+        xs = [args[p] for p in positions]
+        if not compiled:
+            tg.test.check_gradients(f, xs, order=2)
+        elif unbounded_while(op_type, attrs):
+            with pytest.raises(ValueError, match="needs a bound on its iterations"):
+                tg.test.check_gradients(tg.function(f), xs)
+        else:
+            tg.test.check_gradients(tg.function(f), xs, order=2)
+
+
 @pytest.mark.parametrize("op_type, index, mixed", complex_cases())
 def test_complex_gradient_first_and_second_order(op_type, index, mixed):
     rng = np.random.default_rng([zlib.crc32(op_type.encode()), index, 2])
     sample = complex_sample(op_type, index, mixed, rng)
     if sample is not None:
-        args, attrs, positions = sample
-        tg.test.check_gradients(sample_function(op_type, args, attrs, positions),
-                                [args[p] for p in positions], order=2)
+        check_gradients_in_modes(op_type, *sample)
 
 
 @pytest.mark.parametrize("op_type, index", _cases())
@@ -204,7 +240,5 @@ def test_gradient_first_and_second_order(op_type, index):
     sample = opdef.samples[index]
     rng = np.random.default_rng([zlib.crc32(op_type.encode()), index])  # fixed per case
     args, attrs, float_positions = sample.materialize(rng)
-    f = sample_function(op_type, args, attrs, float_positions)
-
     # only the sample's random float inputs vary; its other arguments are constants
-    tg.test.check_gradients(f, [args[p] for p in float_positions], order=2)
+    check_gradients_in_modes(op_type, args, attrs, float_positions)

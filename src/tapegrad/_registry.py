@@ -46,6 +46,7 @@ class OpDef:
                  "differentiable", "public", "surrogate", "reads", "jvp", "real_only",
                  "vmap_method", "optional")
     is_custom = False
+    is_construct = False  # a control-flow construct (:func:`construct`), not a primitive
 
     def __init__(self, op_type, forward=None, samples=None):
         self.type = op_type
@@ -124,16 +125,18 @@ class CallDef(OpDef):
     the transposed VJP); ``replay``: the call again as a function of its inputs (``None``: it
     cannot be replayed, ``replay_error`` says why); ``function``: the user's function, for
     views; ``variables``: the Variables read by the call, its last inputs; ``surrogate``;
-    ``reads`` (a ``READS`` bit set); ``is_custom``: a user's gradient.
+    ``reads`` (a ``READS`` bit set); ``is_custom``: a user's gradient; ``rules``: a
+    construct's ``(vjp, jvp)`` of this call, which its op type's registered rules run
+    (:func:`construct`).
     """
 
-    __slots__ = ("names", "function", "replay_error", "is_custom", "variables")
+    __slots__ = ("names", "function", "replay_error", "is_custom", "variables", "rules")
 
     def __init__(self, op_type, names, grad, *, jvp=None, replay=None, function=None,
                  variables=(), replay_error="", surrogate=False, reads=READS["both"],
-                 is_custom=True):
+                 is_custom=True, rules=None):
         super().__init__(op_type)
-        self.variables = tuple(variables)
+        self.variables, self.rules = tuple(variables), rules
         self.names, self.grad, self.jvp, self.forward = tuple(names), grad, jvp, replay
         self.function, self.replay_error, self.surrogate = function, replay_error, surrogate
         self.reads, self.is_custom = reads, is_custom
@@ -270,6 +273,62 @@ def primitive(op_type: str, *, samples=None, real_only: bool = False,
         return op
 
     return decorate
+
+
+class ConstructDef(OpDef):
+    """The registry entry of a control-flow construct (``Scan``, ``While``, ``Switch``): its
+    ``forward`` and ``public`` are the construct's public function on Tensors (the registry
+    sweeps call it with a sample's inputs and its bodies as attrs), its ``grad`` and ``jvp``
+    run the rule of the call each record carries (:func:`construct`)."""
+
+    __slots__ = ()
+    is_construct = True
+
+    def __repr__(self):
+        return f"<ConstructDef {self.type!r}>"
+
+
+def _recorded_vjp(op, *dys):
+    """The gradient of a construct's record: the VJP its call made (``CallDef.rules``)."""
+    return op._opdef.rules[0](op, *dys)
+
+
+def _recorded_jvp(op, *tangents):
+    """The JVP of a construct's record: the JVP its call made (``CallDef.rules``)."""
+    return op._opdef.rules[1](op, *tangents)
+
+
+def construct(op_type: str, public, *, samples):
+    """Register the control-flow construct ``op_type`` (``Scan``, ``While``, ``Switch``).
+
+    ``public(*tensors, **attrs)``: the construct as users call it (its bodies given as attrs),
+    for the registry sweeps, which call it with ``samples`` (a list of :class:`Sample`).
+    Eagerly a construct runs its body in Python (the tapes record the body's ops); compiled, it
+    is recorded as one op of type ``op_type`` whose entry is a ``CallDef`` made by that call,
+    carrying the call's VJP and JVP (closures over its trace) as ``rules``; the entry's
+    ``grad`` and ``jvp`` are this type's registered rules (see :func:`construct_call`), which
+    run those. Returns the entry. Raises ``ValueError`` if ``op_type`` is already registered.
+    """
+    _check_type_name(op_type, "construct")
+    if op_type in _OPS:
+        raise ValueError(f"construct: op type {op_type!r} is already registered "
+                         f"({_OPS[op_type]!r}); choose another name")
+    opdef = _OPS[op_type] = ConstructDef(op_type, public, samples)
+    opdef.public, opdef.grad, opdef.jvp = public, _recorded_vjp, _recorded_jvp
+    return opdef
+
+
+def construct_call(op_type, names, vjp, jvp) -> CallDef:
+    """The entry of one compiled call of the construct ``op_type`` for its record: ``names``
+    of its inputs, and the call's ``vjp(op, *dys)`` and ``jvp(op, *tangents)``, which the
+    record's gradient and JVP (the op type's registered rules, read now) run. An op type
+    that is not a registered construct (``Select``, ``tg.cond`` on a batched predicate inside
+    ``tg.vmap``) has the call's rules as its gradient and JVP."""
+    entry = _OPS.get(op_type)
+    if entry is None or not entry.is_construct:
+        return CallDef(op_type, names, vjp, jvp=jvp, replay_error="call the construct again")
+    return CallDef(op_type, names, entry.grad, jvp=entry.jvp, rules=(vjp, jvp),
+                   replay_error="call the construct again", is_custom=False)
 
 
 def _defined_again(old, new, what) -> bool:
@@ -541,7 +600,8 @@ def gradient_override_map(op_type_map: dict):
     (:func:`RegisterJVP`), or the transpose of ``v``'s gradient where ``v`` has no rule. Raises
     ``LookupError`` naming the closest registered names if a type is unknown, or if ``k`` was
     never defined; ``ValueError`` if both types take a fixed number of inputs and the numbers
-    differ (the gradient would return the wrong number of gradients).
+    differ (the gradient would return the wrong number of gradients), or if ``v`` is a
+    control-flow construct (``Scan``...: its gradient runs what a compiled call records).
     """
     resolved = {}
     for k, v in op_type_map.items():
@@ -554,6 +614,11 @@ def gradient_override_map(op_type_map: dict):
                 f"gradient_override_map: op type {k!r} has a registered gradient but was never "
                 f"defined with tg.primitive({k!r}), so no op of that type runs; the keys are "
                 "the op types whose gradient you replace")
+        if dst.is_construct and src is not dst:
+            raise ValueError(
+                f"gradient_override_map: {v!r} is a control-flow construct, whose gradient runs "
+                f"the rules a compiled {v} call records; ops of type {k!r} have none. Map "
+                f"{k!r} to a gradient written for it (register one with tg.RegisterGradient)")
         if src.arity is not None and dst.arity is not None and src.arity != dst.arity:
             raise ValueError(
                 f"gradient_override_map: op type {k!r} takes {src.arity} input(s) but the "

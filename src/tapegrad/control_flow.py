@@ -37,7 +37,7 @@ import numpy as np
 from . import _backend, _records, config
 from ._pytree import leaf_paths as _paths
 from ._pytree import show, tree_flatten, tree_unflatten
-from ._registry import CallDef
+from ._registry import Sample, construct, construct_call
 from ._tape import GradientTape, UnconnectedGradients
 from ._tensor import Tensor
 from ._tensor import _ids as _tensor_ids
@@ -45,8 +45,10 @@ from ._variables import (Variable, bind_tensors, bind_variables, set_state,
                          visible_variables)
 from .errors import describe_fn
 from .forward import ForwardAccumulator
-from .ops import (astype, concat, convert_to_tensor, expand_dims, logical_and, logical_not,
-                  stack, zeros, zeros_like)
+from .ops import (astype, concat, convert_to_tensor, cos, expand_dims, logical_and,
+                  logical_not, sin, stack, zeros, zeros_like)
+from .ops import abs as _abs
+from .ops import sum as _sum
 from .ops import where as _where
 
 __all__ = ["cond", "switch_case", "while_loop", "scan", "map_fn", "foldl", "foldr"]
@@ -232,8 +234,8 @@ def _record(op_type, names, inputs, outs, grad, jvp):
         read = [k for k, a in enumerate(inputs) if isinstance(a, Variable)]
         if read:
             grad, jvp = _at_read(grad, inputs, read), _at_read(jvp, inputs, read)
-        entry = CallDef(op_type, names, grad, jvp=jvp, replay_error="call the construct again")
-        _records.record(entry, tuple(inputs), {}, tuple(outs))
+        _records.record(construct_call(op_type, names, grad, jvp), tuple(inputs), {},
+                        tuple(outs))
 
 
 def _at_read(rule, inputs, read):
@@ -871,6 +873,7 @@ def _while(where, cond_fn, body_fn, init, maximum_iterations, prefix):
     leaves = [convert_to_tensor(x) for x in leaves]
     v = tree_unflatten(structure, leaves)
     maximum_iterations = _trip_bound(where, maximum_iterations)
+    names = _paths(structure, prefix)
     if not _compiled(leaves):
         k = 0
         while maximum_iterations is None or k < maximum_iterations:
@@ -879,10 +882,15 @@ def _while(where, cond_fn, body_fn, init, maximum_iterations, prefix):
             new = body_fn(v)
             new_leaves, new_structure = tree_flatten(new)
             _check_vars(where, structure, new_structure)
-            v = tree_unflatten(structure, [convert_to_tensor(x) for x in new_leaves])
+            new_leaves = [_cast_like(x, t) for x, t in zip(new_leaves, leaves)]
+            for name, a, b in zip(names, leaves, new_leaves):  # as compiled (_while_flat)
+                if _spec(a) != _spec(b):
+                    raise _carry_changed(where, name, _spec(b), _spec(a),
+                                         "; shape_invariants cannot relax this")
+            leaves = new_leaves
+            v = tree_unflatten(structure, leaves)
             k += 1
         return v
-    names = _paths(structure, prefix)
 
     def flat_cond(ts):
         return _predicate(cond_fn(tree_unflatten(structure, ts)), f"{where}: cond")
@@ -1166,3 +1174,123 @@ def _transpose(matvec, like):
         return tree_unflatten(structure, g)
 
     return vecmat
+
+
+# --- the constructs as op types of the registry ------------------------------------------------
+# Each construct is an op type (``construct``) whose public function is the construct as users
+# call it, its bodies given as attrs, so that the registry sweeps run it in every mode as they
+# run every primitive: eagerly (the body's ops recorded), compiled (one record, whose gradient
+# and JVP are the op type's rules running the call's), batched, forward mode, complex.
+def _scan_op(init, xs, *captured, step, reverse=False, form="lax.scan"):
+    """The op type ``Scan`` as the registry sweeps call it: ``tg.lax.scan`` of
+    ``step(carry, x, *captured) -> (carry, y)`` from ``init`` over the leading axis of ``xs``
+    (``reverse``: from the last slice); returns ``(carry, ys)``. Shapes, dtypes and errors as
+    :func:`tapegrad.lax.scan`. ``form``: the construct built on it to call instead,
+    ``"scan"``, ``"foldl"`` (``foldr`` when ``reverse``) of the step's carry, or ``"map_fn"``
+    of its ``y`` from ``init``; each returns its own result."""
+    def carry(c, x):
+        return step(c, x, *captured)[0]
+
+    if form == "scan":
+        return scan(carry, xs, init, reverse=reverse)
+    if form == "foldl":
+        return (foldr if reverse else foldl)(carry, xs, init)
+    if form == "map_fn":
+        return map_fn(lambda x: step(init, x, *captured)[1], xs)
+    return _scan("tg.lax.scan", lambda c, x: step(c, x, *captured), init, xs, None, reverse, 1)
+
+
+def _while_op(*inputs, body, trips, carried=1, maximum_iterations=None):
+    """The op type ``While`` as the registry sweeps call it: :func:`while_loop` of
+    ``body(*loop_vars, *captured) -> loop_vars`` over the first ``carried`` inputs (the others
+    are captured), ``trips`` times (an integer counter is a loop variable too), with
+    ``maximum_iterations``. Returns the loop variables (one Tensor for ``carried=1``)."""
+    loop, captured = inputs[:carried], inputs[carried:]
+
+    def step(i, *v):
+        out = body(*v, *captured)
+        return (i + 1, *(out if isinstance(out, tuple) else (out,)))
+
+    out = while_loop(lambda i, *v: i < trips, step, (0, *loop),
+                     maximum_iterations=maximum_iterations)[1:]
+    return out[0] if carried == 1 else out
+
+
+def _switch_op(*captured, branches, index):
+    """The op type ``Switch`` as the registry sweeps call it: the branch ``index`` of
+    ``branches`` (functions of the inputs), by :func:`switch_case` for an integer index and by
+    :func:`cond` (``branches``: ``(false_fn, true_fn)``) for a boolean one. ``index``: a Python
+    int or bool, or a function of the inputs returning a 0-d integer or bool Tensor."""
+    i = convert_to_tensor(index(*captured) if callable(index) else index)
+    fns = [lambda b=b: b(*captured) for b in branches]
+    if _backend.np_dtype(i._value.dtype) == np.dtype(bool):
+        return cond(i, fns[1], fns[0])
+    return switch_case(i, fns)
+
+
+def _sample_step(c, x, w):  # a scan step: a loop-carried float, a slice, a captured tensor
+    c = c * sin(x) + w * x
+    return c, cos(c) * w
+
+
+def _sample_body(x, y, w):  # a while body of two loop-carried floats and a capture (y keeps
+    return x * cos(y) + w, y * cos(w) + sin(y) * w  # its dtype when only x is complex)
+
+
+def _sample_passing(c, x, w):  # a step whose y is the captured tensor as it is
+    return c * sin(x) + w, w
+
+
+def _sample_body1(x, w):
+    return sin(x) * w + x
+
+
+def _sample_index(x, w):  # a predicate that holds, computed from the inputs (batched: Select)
+    return _sum(_abs(x)) >= 0.0
+
+
+def _sample_branch0(x, w):
+    return sin(x) * w, x + w
+
+
+def _sample_branch1(x, w):
+    return cos(x) + w, x * w
+
+
+def _sample_identity(x, w):  # a branch that returns an input as it is (and reads not w)
+    return x, x
+
+
+def _sample_branch2(x, w):
+    return x * x * w, sin(w) + x
+
+
+_D = (-1.0, 1.0)  # complex sin and cos grow as exp(|Im|): keep the loops' values moderate
+construct("Scan", _scan_op, samples=[
+    Sample((3,), (4, 3), (3,), step=_sample_step, domain=_D),
+    Sample((3,), (4, 3), (3,), step=_sample_step, reverse=True, domain=_D),
+    Sample((2, 2), (0, 2, 2), (2,), step=_sample_step, domain=_D),  # xs of length 0
+    Sample((3,), (4, 3), (3,), step=_sample_step, form="scan", domain=_D),
+    Sample((3,), (4, 3), (3,), step=_sample_step, form="foldl", domain=_D),
+    Sample((3,), (4, 3), (3,), step=_sample_step, form="foldl", reverse=True, domain=_D),
+    Sample((3,), (4, 3), (3,), step=_sample_step, form="map_fn", domain=_D),
+    Sample((3,), (4, 3), (3,), step=_sample_passing, domain=_D),
+])
+construct("While", _while_op, samples=[
+    Sample((3,), (3,), (3,), body=_sample_body, trips=3, carried=2, maximum_iterations=3,
+           domain=_D),
+    Sample((2,), (2,), body=_sample_body1, trips=2, maximum_iterations=5,  # exits early
+           domain=_D),
+    Sample((3,), (3,), (3,), body=_sample_body, trips=2, carried=2, domain=_D),  # no bound
+])
+construct("Switch", _switch_op, samples=[
+    Sample((3,), (3,), branches=(_sample_branch0, _sample_branch1), index=_sample_index,
+           domain=_D),  # tg.cond; its predicate batched under tg.vmap (a Select record)
+    Sample((3,), (3,), branches=(_sample_branch0, _sample_branch1, _sample_branch2), index=1,
+           domain=_D),
+    Sample((3,), (3,), branches=(_sample_branch0, _sample_branch1), index=False, domain=_D),
+    Sample((3,), (3,), branches=(_sample_branch0, _sample_branch2), index=7,  # the last
+           domain=_D),
+    Sample((3,), (3,), branches=(_sample_branch0, _sample_identity), index=_sample_index,
+           domain=_D),
+])
