@@ -193,12 +193,15 @@ def tg_value_and_grad(g):
 
 
 def tg_tape(g):
+    # The tape watches the Tensor leaves (JAX's tree_leaves: a None is no leaf), as a
+    # TensorFlow user does: tape.watch/gradient refuse a None in a structure, as TF's do.
     def h(x):
         x = as_tensors(x)
+        xs = tg.tree_util.tree_leaves(x)
         with tg.GradientTape() as tape:
-            tape.watch(x)
+            tape.watch(xs)
             y = tg.sum(g(x))
-        return contract(tape.gradient(y, x), TG)
+        return contract(tape.gradient(y, xs), TG)
     return h
 
 
@@ -628,8 +631,9 @@ def _save(results, references):
 def main(argv):
     """``--report``: run the default cases (``--full``: all) and print the counts by pair.
     ``--write-known [--kinds a,b] [--pairs]``: run the cases (of those kinds; pairs only), in
-    the order of the default run first, computing JAX's values live, and save both tables
-    every 20 cases, so an interrupted run keeps what it did."""
+    the order of the default run first, computing JAX's values live (on NumPy; another array
+    backend reads those saved), and save both tables every 20 cases, so an interrupted run
+    keeps what it did."""
     if "--mirrored-worker" in argv:
         return _mirrored_worker()
     write = "--write-known" in argv
@@ -641,13 +645,15 @@ def main(argv):
     for n, (cid, stack, kind, _) in enumerate(cases):
         if write and "mirrored" in stack:  # one 4-device worker for all of them, below
             continue
-        if write:
+        if write and BACKEND == "numpy":  # other backends read JAX's values saved by it
             try:
                 value, grad = reference(stack, kind, live=True)
                 references[cid] = {"value": value.tolist(), "grad": [g.tolist() for g in grad]}
+                cached_references()[cid] = references[cid]  # run_case reads it: once per case
             except Exception:  # noqa: BLE001  (run_case reports JAX's error)
                 pass
-        results[cid] = run_case(stack, kind, live=write)
+        results[cid] = run_case(stack, kind, live=write and BACKEND == "numpy"
+                                and cid not in references)
         if write and len(results) % 20 == 0:
             _save(results, references if BACKEND == "numpy" else {})
             print(f"{len(results)}/{len(cases)} cases", file=sys.stderr, flush=True)

@@ -257,3 +257,16 @@ def test_angle_is_numpys_and_refuses_integers():
     with pytest.raises(TypeError, match="angle: expected a floating or complex tensor, got "
                                         "dtype int64; cast it with tg.astype first"):
         tg.angle(tg.constant([1, 2]))
+
+
+def test_an_op_of_python_scalars_computes_on_the_default_backend():
+    """tg.sin(0.5) held a NumPy scalar under another default backend (array_api_strict), whose
+    ops then refused it beside their arrays (the composition matrix's custom_gradient@nested)."""
+    import math
+
+    from tapegrad import _backend
+    y = tg.sin(0.5)
+    assert _backend.namespace(y._value) is _backend.default_namespace()
+    np.testing.assert_allclose((y * tg.constant([1.0, 2.0])).numpy(),
+                               [math.sin(0.5), 2 * math.sin(0.5)], rtol=1e-15)
+    assert y.dtype == tg.float64

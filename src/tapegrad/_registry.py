@@ -496,6 +496,11 @@ def _checked_result(opdef, out, args):
                     f"returned a NumPy array for inputs on {_backend.namespace(v).__name__!r}; "
                     "compute with the inputs' namespace (xp = array_namespace(x)), or convert "
                     "the result back with xp.asarray before returning it")
+        if _backend.default_namespace() is not np:  # inputs of Python scalars (NumPy ones):
+            # the result goes where tg.constant puts a value, as _raw puts a NumPy input
+            # (tg.sin(0.5) held a NumPy scalar that array_api_strict's ops then refused)
+            out = (tuple(_backend.asarray(o) for o in outs) if type(out) is tuple
+                   else _backend.asarray(out))
     return out
 
 
