@@ -27,12 +27,15 @@ jax = pytest.importorskip("jax")
 # JAX calls on concrete NumPy values outside any trace (Where). A TypeError, not a wrong value.
 _STRICT_REFUSED = {"SigmoidCrossEntropyWithLogits", "Sort", "SparseSoftmaxCrossEntropyWithLogits",
                    "SparseSoftmaxCrossEntropyWithLogitsGrad", "Where"}
+# (a zero-length eager scan, which tg.to_jax's JVP rule runs on the host, traces its step once on
+# the default backend's zeros for the shapes of its outputs: they meet the rule's NumPy values)
+_STRICT_REFUSED_SAMPLES = {("Scan", 2)}
 
 
 @pytest.mark.parametrize("op_type, index", first_sample_cases())
 def test_gradient_compiled_and_in_a_compiled_loop(op_type, index):
-    if op_type in _STRICT_REFUSED and tg._backend.default_namespace().__name__ == (
-            "array_api_strict"):
+    if (op_type in _STRICT_REFUSED or (op_type, index) in _STRICT_REFUSED_SAMPLES) and (
+            tg._backend.default_namespace().__name__ == "array_api_strict"):
         pytest.skip("its derivatives meet array_api_strict's arrays inside the trace")
     opdef = tg.registered_ops()[op_type]
     rng = np.random.default_rng([zlib.crc32(op_type.encode()), 7])

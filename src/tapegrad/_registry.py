@@ -496,9 +496,11 @@ def _checked_result(opdef, out, args):
                     f"returned a NumPy array for inputs on {_backend.namespace(v).__name__!r}; "
                     "compute with the inputs' namespace (xp = array_namespace(x)), or convert "
                     "the result back with xp.asarray before returning it")
-        if _backend.default_namespace() is not np:  # inputs of Python scalars (NumPy ones):
+        if (_backend.default_namespace() is not np
+                and all(isinstance(a, _SCALARS) for a in args)):  # Python scalars only:
             # the result goes where tg.constant puts a value, as _raw puts a NumPy input
-            # (tg.sin(0.5) held a NumPy scalar that array_api_strict's ops then refused)
+            # (tg.sin(0.5) held a NumPy scalar that array_api_strict's ops then refused); NumPy
+            # values (tg.to_jax's rules on the host) stay NumPy
             out = (tuple(_backend.asarray(o) for o in outs) if type(out) is tuple
                    else _backend.asarray(out))
     return out
