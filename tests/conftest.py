@@ -3,8 +3,17 @@
 * hypothesis runs derandomized, so every CI run tests the same examples;
 * tape records drop every tensor their gradient does not read, however small (by default
   only tensors of 1 KiB or more are dropped), so a wrong ``RegisterGradient(reads=...)``
-  declaration fails on the registry's small samples.
+  declaration fails on the registry's small samples;
+* no test may leave JAX's 64-bit mode on for the process (``jax.config.update(
+  "jax_enable_x64", True)``): with ``pytest-xdist --dist loadfile`` a worker runs several
+  files in turn, and the flag would mask 32-bit bugs in the next ones. Tests turn it on with
+  ``tg.config.x64_scope(jax)`` (thread-local) instead; a test that leaves it on errors at its
+  teardown, naming it.
 """
+import os
+import sys
+
+import pytest
 from hypothesis import settings
 
 from tapegrad import _records
@@ -12,3 +21,29 @@ from tapegrad import _records
 settings.register_profile("tapegrad", derandomize=True, deadline=None, print_blob=True)
 settings.load_profile("tapegrad")
 _records.DROP_MIN_BYTES = 0
+
+
+def _x64_on():
+    """JAX's 64-bit mode in this thread: None when JAX is not imported (not imported here)."""
+    jax = sys.modules.get("jax")
+    config = getattr(jax, "config", None)  # None while JAX is half-imported
+    return None if config is None else bool(config.jax_enable_x64)
+
+
+# the mode before the session: on where TAPEGRAD_ARRAY_BACKEND=jax.numpy (tapegrad turns it on
+# for the process, imported above) or where JAX_ENABLE_X64 is set, and then left alone
+_X64_BEFORE = _x64_on()
+if _X64_BEFORE is None:
+    _X64_BEFORE = os.environ.get("JAX_ENABLE_X64", "").lower() in ("1", "true", "t", "yes",
+                                                                   "y", "on")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    result = yield  # the test's fixtures (and scoped switches) are finalized by now
+    if not _X64_BEFORE and _x64_on():
+        sys.modules["jax"].config.update("jax_enable_x64", False)  # for the tests after it
+        pytest.fail(f"{item.nodeid} left JAX's 64-bit mode on for the process "
+                    "(jax.config.update('jax_enable_x64', True)): use "
+                    "tg.config.x64_scope(jax) (thread-local) instead", pytrace=False)
+    return result

@@ -7,7 +7,7 @@ import tapegrad as tg
 
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
-jax.config.update("jax_enable_x64", True)  # the references in float64, as tapegrad computes
+# the references in float64, as tapegrad computes: JAX's 64-bit mode on in each test (_x64)
 
 # Compiled control flow under TAPEGRAD_ARRAY_BACKEND=array_api_strict: constants that a body
 # or a gradient makes are array_api_strict arrays, which do not mix with JAX tracers (a limit
@@ -20,6 +20,13 @@ COMPILED = [False, pytest.param(True, marks=_NOT_ON_STRICT)]
 W0 = np.array([0.3, -0.2, 0.5])
 XS = np.linspace(0.1, 1.2, 12).reshape(4, 3)
 V = np.array([1.0, 2.0, -1.0])
+
+
+@pytest.fixture(autouse=True)
+def _x64():
+    """JAX's 64-bit mode on in each test only (thread-local, never process-wide)."""
+    with tg.config.x64_scope(jax):
+        yield
 
 
 # --- the cases: a scalar loss of w written with tapegrad's construct and with JAX's ------------

@@ -291,9 +291,9 @@ def test_a_primal_watched_twice_raises_and_jvp_takes_positions_apart():
         with pytest.raises(ValueError, match="already has a tangent"):
             acc.watch(y, tg.constant([1.0, 1.0]))
     jax = pytest.importorskip("jax")
-    jax.config.update("jax_enable_x64", True)
     x0, t1, t2 = np.array([0.5, 2.0]), np.array([1.0, -1.0]), np.array([0.5, 3.0])
-    _, want = jax.jvp(lambda a, b: a * jax.numpy.sin(b), (x0, x0), (t1, t2))
+    with tg.config.x64_scope(jax):
+        _, want = jax.jvp(lambda a, b: a * jax.numpy.sin(b), (x0, x0), (t1, t2))
     _, got = tg.jvp(lambda a, b: a * tg.sin(b), (x, x), (tg.constant(t1), tg.constant(t2)))
     np.testing.assert_allclose(got.numpy(), np.asarray(want), rtol=1e-15)
 
@@ -776,13 +776,13 @@ def test_complex_jvps_match_jax_and_gradients_are_its_conjugates(name):
     # jax.jvp; JAX's gradient of a real loss is dL/dRe - i dL/dIm, TensorFlow's and tapegrad's
     # its conjugate
     jax = pytest.importorskip("jax")
-    jax.config.update("jax_enable_x64", True)
     f, spec = _complex_jax_cases()[name]
     g = _jax_fn(spec)
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     z = rng.uniform(0.5, 1.5, 4) + 1j * rng.uniform(-1.0, 1.0, 4)
     t = rng.uniform(-1.0, 1.0, 4) + 1j * rng.uniform(-1.0, 1.0, 4)
-    _, want = jax.jvp(g, (z,), (t,))
+    with tg.config.x64_scope(jax):
+        _, want = jax.jvp(g, (z,), (t,))
     x = tg.constant(z)
     with tg.ForwardAccumulator(x, tg.constant(t)) as acc:
         y = f(x)
@@ -800,13 +800,14 @@ def test_complex_jvps_match_jax_and_gradients_are_its_conjugates(name):
     with tg.GradientTape() as tape:
         tape.watch(x)
         loss = tg.sum(tg.real(tg.conj(tg.constant(w)) * f(x)))
-    np.testing.assert_allclose(tape.gradient(loss, x).numpy(),
-                               np.conj(np.asarray(jax.grad(loss_jax)(z))), rtol=1e-12, atol=1e-12)
+    with tg.config.x64_scope(jax):
+        want_grad = np.asarray(jax.grad(loss_jax)(z))
+    np.testing.assert_allclose(tape.gradient(loss, x).numpy(), np.conj(want_grad), rtol=1e-12,
+                               atol=1e-12)
 
 
 def test_the_issues_fft_pipeline_jvp_matches_jax():
     jax = pytest.importorskip("jax")
-    jax.config.update("jax_enable_x64", True)
     rng = np.random.default_rng(18)
     x0, t0 = rng.normal(size=8), rng.normal(size=8)
 
@@ -814,12 +815,14 @@ def test_the_issues_fft_pipeline_jvp_matches_jax():
         r = jnp().fft.rfft(a)
         return jnp().real(r) + 2.0 * jnp().imag(r)
 
-    _, want = jax.jvp(f_jax, (x0,), (t0,))
+    with tg.config.x64_scope(jax):
+        _, want = jax.jvp(f_jax, (x0,), (t0,))
     _, got = tg.jvp(lambda a: tg.real(tg.fft.rfft(a)) + 2.0 * tg.imag(tg.fft.rfft(a)),
                     (tg.constant(x0),), (tg.constant(t0),))
     np.testing.assert_allclose(got.numpy(), np.asarray(want), rtol=1e-12, atol=1e-12)
     z0 = x0[:5] + 1j * t0[:5]
-    _, want = jax.jvp(lambda z: jnp().fft.irfft(z * z), (z0,), (1j * z0,))
+    with tg.config.x64_scope(jax):
+        _, want = jax.jvp(lambda z: jnp().fft.irfft(z * z), (z0,), (1j * z0,))
     _, got = tg.jvp(lambda z: tg.fft.irfft(z * z), (tg.constant(z0),), (tg.constant(1j * z0),))
     np.testing.assert_allclose(got.numpy(), np.asarray(want), rtol=1e-12, atol=1e-12)
 

@@ -8,13 +8,20 @@ import tapegrad as tg
 
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
-jax.config.update("jax_enable_x64", True)  # the references in float64, as tapegrad computes
+# the references in float64, as tapegrad computes: JAX's 64-bit mode on in each test (_x64)
 
 # every test also runs with TAPEGRAD_ARRAY_BACKEND=array_api_strict: from_jax's outputs are
 # then that backend's arrays
 _STRICT = tg._backend.default_namespace().__name__.startswith("array_api_strict")
 
 X = np.array([0.3, -1.2, 2.0])
+
+
+@pytest.fixture(autouse=True)
+def _x64():
+    """JAX's 64-bit mode on in each test only (thread-local, never process-wide)."""
+    with tg.config.x64_scope(jax):
+        yield
 
 
 # --- to_jax --------------------------------------------------------------------------------

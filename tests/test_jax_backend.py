@@ -15,9 +15,17 @@ from tapegrad import linalg as LA
 
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
-jax.config.update("jax_enable_x64", True)  # as TAPEGRAD_ARRAY_BACKEND=jax.numpy and tg.function do
+# JAX's 64-bit mode on in each test (_x64), as TAPEGRAD_ARRAY_BACKEND=jax.numpy and tg.function
+# have it
 
 JAX_ARRAY = type(jnp.zeros(1))
+
+
+@pytest.fixture(autouse=True)
+def _x64():
+    """JAX's 64-bit mode on in each test only (thread-local, never process-wide)."""
+    with tg.config.x64_scope(jax):
+        yield
 
 
 def _j(a):

@@ -99,9 +99,15 @@ GD, GE = _G.normal(size=N0), _G.normal(size=N0)  # a field and a tangent of the 
 
 
 def _jax():
-    jax = pytest.importorskip("jax")
-    jax.config.update("jax_enable_x64", True)
-    return jax
+    return pytest.importorskip("jax")
+
+
+@pytest.fixture
+def x64():
+    """JAX's 64-bit mode on for the test only (thread-local, never process-wide): the JAX
+    references in float64."""
+    with tg.config.x64_scope(_jax()):
+        yield
 
 
 def test_the_gmres_case_is_non_symmetric_and_well_conditioned():
@@ -141,6 +147,7 @@ def _gmres_jax(A, b):
                                          solve_method="incremental")[0]
 
 
+@pytest.mark.usefixtures("x64")
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 def test_gmres_values_and_gradients_match_jax_and_the_adjoint(compiled):
     jax = _jax()
@@ -190,6 +197,7 @@ def _dense(s, d):
     return G0 + s * np.eye(N0) + d[:, None] * np.roll(np.eye(N0), 1, axis=0)
 
 
+@pytest.mark.usefixtures("x64")
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 def test_gmres_gradients_of_a_matrix_free_operators_parameters(compiled):
     jax = _jax()
@@ -205,6 +213,7 @@ def test_gmres_gradients_of_a_matrix_free_operators_parameters(compiled):
     np.testing.assert_allclose(got[1].numpy(), -u * np.roll(x, 1), rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.usefixtures("x64")
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 def test_gmres_forward_mode_matches_jax_and_the_closed_form(compiled):
     jax = _jax()
@@ -297,6 +306,7 @@ def _cube_root_jax(a):
                                lambda g, y: y / g(jnp.ones(4)))
 
 
+@pytest.mark.usefixtures("x64")
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 def test_custom_root_values_gradients_jvps_and_hessians(compiled):
     jax = _jax()
@@ -386,6 +396,7 @@ def _system_root_jax(a, bmat):
     return jax.lax.custom_root(f, jnp.zeros(4), newton, tangent_solve)
 
 
+@pytest.mark.usefixtures("x64")
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 def test_custom_root_of_a_non_symmetric_system_in_both_modes(compiled):
     jax = _jax()

@@ -15,8 +15,6 @@ from tapegrad import batching
 try:
     import jax
     import jax.numpy as jnp
-
-    jax.config.update("jax_enable_x64", True)
 except ImportError:  # the loop engine is tested without JAX
     jax = jnp = None
 
@@ -26,6 +24,17 @@ needs_jax = pytest.mark.skipif(jax is None, reason="needs JAX (the reference, tg
 VECTORIZES = jax is not None and not tg._backend.default_namespace().__name__.startswith(
     "array_api_strict")
 RTOL = 1e-8
+
+
+@pytest.fixture(autouse=True)
+def _x64():
+    """JAX's 64-bit mode on in each test only (thread-local, never process-wide): the
+    references in float64."""
+    if jax is None:
+        yield
+        return
+    with tg.config.x64_scope(jax):
+        yield
 
 
 def val(t):
