@@ -165,6 +165,7 @@ class _Found:
     def __init__(self, captures, assigned, outs):
         self.captures, self.assigned, self.outs = captures, assigned, outs
         self.jaxpr = None
+        self.vjp = self.sources = None  # see _discover_with_vjp
 
     def run(self, arrays, again):
         """The body's flat JAX outputs on the JAX values ``arrays``: the trace evaluated when
@@ -212,6 +213,56 @@ def _discover(fn, specs) -> _Found:
     assigned = {id(v) for v in result.assigned}
     result.captures = [c for c in result.captures if id(c) not in assigned]
     return result
+
+
+class _Watcher:
+    """An observer just outside a tape: it watches there each floating tensor made before the
+    branch ran (a capture: a closed-over tensor or a Variable) when an op of the branch first
+    reads it, so the tape records every op a capture reaches."""
+
+    _observer = True
+    _differentiates = False
+
+    def __init__(self, tape):
+        self.first = next(_tensor_ids)
+        self.tape, self.found = tape, {}
+
+    def observe(self, opdef, args, attrs, outs):
+        for a in args:
+            if (isinstance(a, Tensor) and a._id < self.first and a._id not in self.found
+                    and _backend.is_floating(a.dtype)):
+                self.found[a._id] = a
+                self.tape.watch(a)
+
+
+def _discover_with_vjp(branch, want, fo) -> _Found:
+    """Trace the zero-argument ``branch`` once together with its VJP, for a construct that a
+    tape records (its gradient will be asked for): the :class:`_Found` that :func:`_discover`
+    gives, whose ``vjp`` is the trace of ``(cotangents of the outputs at positions fo) ->
+    (the outputs, the gradients of the captures in ``sources``)``, which the forward evaluates
+    for its outputs (XLA drops the unused gradients) and the VJP for the gradients. ``want``:
+    the outputs' ``(shape, dtype)`` that the other branches gave; a branch that gives others
+    (an error, reported by the caller) or assigns Variables has no ``vjp``."""
+    primal, sources = [], []
+
+    def with_vjp(dys):
+        with GradientTape(watch_accessed_variables=False) as tape:
+            watcher = _Watcher(tape)
+            with _records.trace_stack([*_records.trace_entries()[:-1], watcher, tape]):
+                y = branch()
+        primal[:] = [_spec(o) for o in y]
+        if primal != want:
+            return y
+        watcher.observe(None, y, None, None)  # a capture returned as it is, read by no op
+        sources[:] = watcher.found.values()
+        return [*y, *tape.gradient([y[j] for j in fo], sources, output_gradients=list(dys),
+                                   unconnected_gradients=_ZERO)]
+
+    traced = _discover(with_vjp, [want[j] for j in fo])
+    found = _Found(traced.captures, traced.assigned, primal)
+    if primal == want and not traced.assigned:
+        found.vjp, found.sources = traced, sources
+    return found
 
 
 def _bound(fn, state):
@@ -412,8 +463,14 @@ def _switch_flat(index, branches, where="tg.switch_case", names=None):
     Tensors) on the int32 scalar Tensor ``index`` (clamped, as ``lax.switch`` does)."""
     jax = _jax()
     names = names or [f"branch {k}" for k in range(len(branches))]
-    founds = [_discover(lambda ts, b=b: b(), []) for b in branches]
+    founds = [_discover(lambda ts: branches[0](), [])]
     first = founds[0]
+    fo = [j for j, o in enumerate(first.outs) if _backend.is_floating(o[1])]
+    if _records.recording_tapes() and fo and not first.assigned:
+        # a tape will ask for the gradient: each other branch traced once with its VJP
+        founds += [_discover_with_vjp(b, first.outs, fo) for b in branches[1:]]
+    else:
+        founds += [_discover(lambda ts, b=b: b(), []) for b in branches[1:]]
     for name, f in zip(names[1:], founds[1:]):
         if len(f.outs) != len(first.outs):
             raise TypeError(f"{where}: {names[0]} returns {len(first.outs)} tensor(s) but "
@@ -435,6 +492,9 @@ def _switch_flat(index, branches, where="tg.switch_case", names=None):
             outs, _ = _isolated(full, [Tensor(a) for a in s])
             return [_as_jax(o._value) for o in outs]
 
+        if found.vjp is not None:  # its gradients unused here: XLA drops them
+            zeros = [jax.numpy.zeros(a.shape, a.dtype) for a in found.vjp.jaxpr.in_avals]
+            return lambda: found.vjp.run(zeros, lambda: again([]))[:n_out]
         return lambda *s: found.run(list(s), lambda: again(s)) if not state else again(s)
 
     s_init = [v._value for v in state]
@@ -449,7 +509,8 @@ def _switch_flat(index, branches, where="tg.switch_case", names=None):
             return lambda: full(s_tensors)[:n_out]
 
         def grad(op, *dys):
-            return _switch_vjp(index, [run(f) for f in fulls], captures, outs, dys, where)
+            return _switch_vjp(index, [run(f) for f in fulls], captures, outs, dys, where,
+                               founds)
 
         def jvp(op, *ts):
             return _switch_jvp(index, [run(f) for f in fulls], captures, outs, ts, where)
@@ -459,12 +520,30 @@ def _switch_flat(index, branches, where="tg.switch_case", names=None):
     return outs
 
 
-def _switch_vjp(index, branches, captures, outs, dys, where):
+def _switch_vjp(index, branches, captures, outs, dys, where, founds):
+    """The gradients of a compiled switch's captures: a switch of the branches' VJPs, each the
+    one traced with its branch (:func:`_discover_with_vjp`) when no tape or accumulator
+    records this computation (first order), else the branch run again under a tape (the VJP
+    then is tapegrad code, differentiated in turn)."""
     fk = [k for k, c in enumerate(captures) if _backend.is_floating(c.dtype)]
     fo = [j for j, o in enumerate(outs) if _backend.is_floating(o.dtype)]
     cts = [dys[j] if dys[j] is not None else zeros_like(outs[j]) for j in fo]
+    first_order = not any(t._differentiates for t in _records.trace_entries())
 
-    def back(branch):
+    def traced(found, again):
+        def run():
+            res = found.vjp.run([_as_jax(c._value) for c in cts], lambda: None)
+            if res is None:  # cotangents of other types than traced (weak types)
+                return again()
+            g = dict(zip([t._id for t in found.sources], res[len(outs):]))
+            return [Tensor(g[captures[k]._id]) if captures[k]._id in g
+                    else zeros_like(captures[k]) for k in fk]
+        return run
+
+    def back(branch, found):
+        if first_order and found.vjp is not None:
+            return traced(found, back(branch, _Found([], [], [])))
+
         def run():
             sources = [captures[k] for k in fk]
             with GradientTape(watch_accessed_variables=False) as tape:
@@ -474,7 +553,7 @@ def _switch_vjp(index, branches, captures, outs, dys, where):
                                  unconnected_gradients=_ZERO)
         return run
 
-    g = _switch_flat(index, [back(b) for b in branches], where) if fk else []
+    g = _switch_flat(index, [back(b, f) for b, f in zip(branches, founds)], where) if fk else []
     out = [None] * len(captures)
     for i, k in enumerate(fk):
         out[k] = g[i]
