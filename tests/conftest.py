@@ -22,6 +22,19 @@ settings.register_profile("tapegrad", derandomize=True, deadline=None, print_blo
 settings.load_profile("tapegrad")
 _records.DROP_MIN_BYTES = 0
 
+RUN_SLOW = os.environ.get("TAPEGRAD_SLOW_TESTS") == "1"
+
+
+def pytest_collection_modifyitems(config, items):
+    """``@pytest.mark.slow`` tests skip unless ``TAPEGRAD_SLOW_TESTS=1`` (the suite stays
+    under 10 minutes; CI runs the README's command)."""
+    if RUN_SLOW:
+        return
+    skip = pytest.mark.skip(reason="slow: run with TAPEGRAD_SLOW_TESTS=1")
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            item.add_marker(skip)
+
 
 def _x64_on():
     """JAX's 64-bit mode in this thread: None when JAX is not imported (not imported here)."""

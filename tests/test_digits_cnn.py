@@ -24,6 +24,7 @@ def test_model_collects_its_variables_by_path_and_gives_logits():
     assert not np.array_equal(model(x, training=True).numpy(), logits.numpy())
 
 
+@pytest.mark.slow  # a training run (30-50 s); the demo's parts have fast tests
 def test_run_restored_from_a_midway_checkpoint_reaches_98_percent(tmp_path, capsys):
     out = digits_cnn.main(["--checkpoint-dir", str(tmp_path)])
     printed = capsys.readouterr().out
@@ -41,6 +42,7 @@ def test_one_epoch_is_a_usage_error(capsys):
     assert "--epochs must be at least 2" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a training run (30-50 s); the demo's parts have fast tests
 def test_data_parallel_on_four_cpu_devices():
     """--devices 4 in a fresh interpreter (XLA makes the 4 CPU devices when JAX starts)."""
     import os
