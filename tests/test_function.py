@@ -568,8 +568,8 @@ def test_a_rebound_device_resident_value_is_not_read_stale():
 
 @_device_resident
 def test_float64_state_stays_float64_in_eager_ops_outside_64_bit_mode():
-    scope = getattr(jax, "enable_x64", None)  # thread-local (JAX >= 0.6); other tests turned
-    if not (callable(scope) and hasattr(scope, "value")):  # 64-bit mode on process-wide
+    scope = getattr(jax, "enable_x64", None)  # thread-local (JAX >= 0.6): turned off here
+    if not (callable(scope) and hasattr(scope, "value")):  # whatever the process's setting
         pytest.skip("this JAX has no scoped 64-bit switch to turn it off here")
     w = tg.Variable(np.array([1.0 / 3.0]))
 

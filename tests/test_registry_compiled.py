@@ -92,8 +92,7 @@ def test_gradient_compiled_and_in_a_compiled_loop(op_type, index):
             np.testing.assert_allclose(g.numpy(), e, rtol=1e-9, atol=1e-12,
                                        err_msg=f"{op_type}: {name}, {k}")
     # JAX transforming the op through tg.to_jax: its reverse mode transposes the JVP rules
-    # (JAX in 64-bit mode for the float64 references; a test module imported beside this one
-    # may have turned it on for the process, this file alone has not)
+    # (JAX in 64-bit mode for the float64 references, in this thread for the block only)
     primals, directions = [x.numpy() for x in xs], [t.numpy() for t in tangents]
     with tg.config.x64_scope(jax):
         # the VJP in one program (JAX's eager dispatch compiles each op of a transposed JVP:
