@@ -473,7 +473,7 @@ class _Program:
                 created = scope.created
                 info.update(out_leaves=out_leaves, out_tree=out_tree, tensors=tensors,
                             changed=changed, created=created)
-                as_jax = jax.numpy.asarray  # values of another backend: via NumPy
+                as_jax = _backend.as_jax  # values of another backend: via NumPy
                 return ([as_jax(_input(out_leaves[k])) for k in tensors],
                         [as_jax(_input(candidates[k])) for k in changed],
                         [as_jax(_input(v)) for v in created])

@@ -603,7 +603,7 @@ class _JaxCall:
                             raise TypeError(f"{who}: output leaf {j} is a {type(o).__name__};"
                                             " return Tensors, arrays or numbers (in tuples, "
                                             "lists or dicts)")
-                    primal = [_as_jax(jax, o) for o in outs]
+                    primal = [_as_jax(o) for o in outs]
                     if acc is None:
                         ok = True
                         return primal, None
@@ -794,13 +794,13 @@ def _vectorized_rows_x64(jax, tape, target, cotangents, sources, unconnected, ax
         with config.trace_scope():
             gs = tape._backward([target], [Tensor(c)], sources, unconnected)
         connected[:] = [g is not None for g in gs]
-        return [(_as_jax(jax, g) if g is not None else
+        return [(_as_jax(g) if g is not None else
                  jax.numpy.zeros(s.shape, _backend.np_dtype(s._value.dtype)))
                 for g, s in zip(gs, sources)]
 
     try:
         with np.errstate(all="ignore"):
-            stacked = jax.vmap(row)(_as_jax(jax, cots))
+            stacked = jax.vmap(row)(_as_jax(cots))
     except Exception:  # noqa: BLE001 - whatever cannot be batched is taken row by row
         return None
     keep_jax = any(_is_tracer(jax, v) or type(v).__module__.startswith("jax") for v in values)

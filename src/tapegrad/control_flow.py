@@ -72,7 +72,6 @@ def _compiled(leaves) -> bool:
     return jax is not None and any(isinstance(_raw(x), jax.core.Tracer) for x in leaves)
 
 
-_as_jax = _backend.as_jax  # a loop's or branch's input or output array as JAX takes it
 
 
 def _spec(t):
@@ -205,7 +204,7 @@ def _discover(fn, specs) -> _Found:
                 observer.found.setdefault(o._id, o)
         found.append(_Found(list(observer.found.values()), list(assigned),
                             [_spec(o) for o in outs]))
-        return [_as_jax(o._value) for o in outs]
+        return [_backend.as_jax(o._value) for o in outs]
 
     jaxpr = jax.make_jaxpr(traced)(*[jax.ShapeDtypeStruct(s, d) for s, d in specs])
     result = found[-1]
@@ -337,14 +336,14 @@ def _scan_flat(step, carries, xs, length, reverse=False, unroll=1, where="tg.lax
     def again(c, x):
         outs, _ = _isolated(lambda ts: full([*ts[nc:nc + ns], *ts[:nc], *ts[nc + ns:]]),
                             [Tensor(a) for a in (*c, *x)])
-        return [_as_jax(o._value) for o in outs]
+        return [_backend.as_jax(o._value) for o in outs]
 
     def body(c, x):
         new = found.run([*c, *x], lambda: again(c, x))
         return [*new[:nc], *new[nc + ny:]], (new[nc:nc + ny], list(c) if keep else [])
 
-    init = [*[_as_jax(c._value) for c in carries], *[v._value for v in state]]
-    final, (ys, entered) = jax.lax.scan(body, init, [_as_jax(x._value) for x in xs],
+    init = [*[_backend.as_jax(c._value) for c in carries], *[v._value for v in state]]
+    final, (ys, entered) = jax.lax.scan(body, init, [_backend.as_jax(x._value) for x in xs],
                                         length=length,
                                         reverse=reverse, unroll=unroll)
     set_state(state, final[nc:])
@@ -490,7 +489,7 @@ def _switch_flat(index, branches, where="tg.switch_case", names=None):
     def as_jax(full, found):
         def again(s):
             outs, _ = _isolated(full, [Tensor(a) for a in s])
-            return [_as_jax(o._value) for o in outs]
+            return [_backend.as_jax(o._value) for o in outs]
 
         if found.vjp is not None:  # its gradients unused here: XLA drops them
             zeros = [jax.numpy.zeros(a.shape, a.dtype) for a in found.vjp.jaxpr.in_avals]
@@ -532,7 +531,7 @@ def _switch_vjp(index, branches, captures, outs, dys, where, founds):
 
     def traced(found, again):
         def run():
-            res = found.vjp.run([_as_jax(c._value) for c in cts], lambda: None)
+            res = found.vjp.run([_backend.as_jax(c._value) for c in cts], lambda: None)
             if res is None:  # cotangents of other types than traced (weak types)
                 return again()
             g = dict(zip([t._id for t in found.sources], res[len(outs):]))
@@ -613,7 +612,7 @@ def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
 
     def body_again(c):
         outs, _ = _isolated(body, [Tensor(a) for a in c])
-        return [_as_jax(o._value) for o in outs]
+        return [_backend.as_jax(o._value) for o in outs]
 
     def jcond(c):
         vs = c[:ns + n]
@@ -625,7 +624,7 @@ def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
         new = found_b.run(vs, lambda: body_again(vs)) if not state else body_again(vs)
         return [*new[n:], *new[:n], *([c[-1] + 1] if bound else [])]
 
-    init = [*[v._value for v in state], *[_as_jax(v._value) for v in loop_vars],
+    init = [*[v._value for v in state], *[_backend.as_jax(v._value) for v in loop_vars],
             *([0] if bound else [])]
     s_init = [Tensor(a) for a in init[:ns]]
     final = jax.lax.while_loop(jcond, jbody, init)

@@ -266,7 +266,7 @@ class MirroredStrategy:
                 value = v._value
                 if before.get(v._id, None) is value:
                     continue
-                set_state([v], [jax.lax.with_sharding_constraint(jax.numpy.asarray(value),
+                set_state([v], [jax.lax.with_sharding_constraint(_backend.as_jax(value),
                                                                  replicated)])
             return out
 

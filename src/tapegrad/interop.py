@@ -45,7 +45,7 @@ def _is_tracer(jax, a) -> bool:
     return isinstance(a, jax.core.Tracer)
 
 
-def _as_jax(jax, o):
+def _as_jax(o):
     """A Tensor's (or a value's) array as JAX takes it (``_backend.as_jax``)."""
     return _backend.as_jax(o._value if isinstance(o, Tensor) else o)
 
@@ -63,7 +63,7 @@ def _jax_tangents(jax, outs, primal, tangents):
         elif t is None:
             out.append(jax.numpy.zeros_like(p))
         else:
-            tv = _as_jax(jax, t)
+            tv = _as_jax(t)
             out.append(tv.astype(p.dtype) if tv.dtype != p.dtype else tv)
     return out
 
@@ -139,13 +139,13 @@ def to_jax(f):
         return leaves, tree
 
     def as_jax(o):
-        return _as_jax(jax, o)
+        return _as_jax(o)
 
     @functools.wraps(f)
     @_in_x64(jax)
     def wrapped(*args):
         leaves, treedef = jax.tree_util.tree_flatten(args)
-        values = [_as_jax(jax, x) for x in leaves]
+        values = [_as_jax(x) for x in leaves]
         info = {}
 
         def scope(vals):

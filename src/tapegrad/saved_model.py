@@ -288,7 +288,7 @@ def _discover(jax, entry, named, specs):
             info["changed"] = [k for k, (v, val) in enumerate(zip(candidates, var_vals))
                                if scope.values[v._id] is not val]
             leaves = jax.tree_util.tree_leaves(out, is_leaf=lambda x: isinstance(x, Tensor))
-            return [jax.numpy.asarray(_host(o._value if isinstance(o, Tensor) else o))
+            return [_backend.as_jax(_host(o._value if isinstance(o, Tensor) else o))
                     for o in leaves]
 
     var_avals = [jax.ShapeDtypeStruct(tuple(v.shape), _backend.np_dtype(v.dtype))
@@ -359,7 +359,7 @@ def _entry_flat(jax, entry, variables, assigned, info):
             new = [Tensor(scope.values[variables[k]._id]) for k in assigned]
         leaves, tree = jax.tree_util.tree_flatten(out, is_leaf=lambda x: isinstance(x, Tensor))
         info["tree"] = tree
-        leaves = [o if isinstance(o, Tensor) else Tensor(jax.numpy.asarray(o)) for o in leaves]
+        leaves = [o if isinstance(o, Tensor) else Tensor(_backend.as_jax(o)) for o in leaves]
         return [*leaves, *new]
 
     return _Flat(fn, lambda tensors: [*variables, *tensors[n_var:]])
@@ -397,7 +397,7 @@ def _custom_vjp(jax, flat):
     def forward(*vals):
         with config.trace_scope():
             outs = flat.fn([Tensor(v) for v in vals])
-        return [jax.numpy.asarray(_host(o._value)) for o in outs]
+        return [_backend.as_jax(_host(o._value)) for o in outs]
 
     core = jax.custom_vjp(forward)
 
