@@ -759,27 +759,37 @@ def _vjp_gradient(fn):
     return gradient
 
 
+def _replayed(fn, n_inputs, derive, suffix):
+    """A :class:`Function` of ``(xs, ds)``: ``derive(sources, run, ds)`` with ``run()`` the
+    recorded call ``fn`` replayed on the dynamic inputs among ``xs`` and ``sources`` those
+    inputs then the Variables it reads, which are bound to the last inputs (their recorded
+    values) meanwhile: the gradient or tangent computation too reads the Variables' recorded
+    values (a compiled loop's gradient runs its body again), so all of it is a function of
+    the inputs."""
+    variables = list(fn.variables)
+    n_dyn = n_inputs - len(variables)
+
+    def rule(*tensors):
+        xs, ds = tensors[:n_inputs], tensors[n_inputs:]
+        with _bound_to(variables, xs[n_dyn:]):
+            return derive([*xs[:n_dyn], *variables], lambda: fn.unbound(*xs[:n_dyn]), ds)
+
+    rule.__name__ = f"{getattr(fn, '__name__', 'fn')}_{suffix}"
+    return Function(rule, jit_compile=True)
+
+
 @functools.lru_cache(maxsize=None)
 def _compiled_vjp(fn, n_inputs, floating):
     """A :class:`Function` computing ``fn``'s VJP: ``(xs, dys) -> gradients of xs``."""
-    variables = list(fn.variables)  # bound to the last inputs
-    n_dyn = n_inputs - len(variables)
+    def vjp(sources, run, dys):
+        with GradientTape() as tape:
+            tape.watch([s for s in sources if _backend.is_floating(s.dtype)])
+            ys = run()
+        return tuple(tape.gradient([ys[k] for k in floating], sources,
+                                   output_gradients=list(dys),
+                                   unconnected_gradients=UnconnectedGradients.ZERO))
 
-    def vjp(*tensors):
-        xs, dys = tensors[:n_inputs], tensors[n_inputs:]
-        sources = [*xs[:n_dyn], *variables]
-        # the gradient computation too reads the Variables' recorded values (a compiled loop's
-        # gradient runs its body again): all of it is a function of the inputs
-        with _bound_to(variables, xs[n_dyn:]):
-            with GradientTape() as tape:
-                tape.watch([s for s in sources if _backend.is_floating(s.dtype)])
-                ys = fn.unbound(*xs[:n_dyn])
-            targets = [ys[k] for k in floating]
-            return tuple(tape.gradient(targets, sources, output_gradients=list(dys),
-                                       unconnected_gradients=UnconnectedGradients.ZERO))
-
-    vjp.__name__ = f"{getattr(fn, '__name__', 'fn')}_vjp"
-    return Function(vjp, jit_compile=True)
+    return _replayed(fn, n_inputs, vjp, "vjp")
 
 
 def _jvp_rule(fn):
@@ -805,20 +815,13 @@ def _jvp_rule(fn):
 def _compiled_jvp(fn, n_inputs, have, floating):
     """A :class:`Function` computing ``fn``'s JVP: ``(xs, tangents of xs[have]) -> tangents
     of the outputs[floating]`` (zeros where no tangent reaches)."""
-    variables = list(fn.variables)  # bound to the last inputs
-    n_dyn = n_inputs - len(variables)
+    def jvp(sources, run, ts):
+        with ForwardAccumulator([sources[k] for k in have], list(ts)) as acc:
+            ys = run()
+        return tuple(acc.jvp([ys[k] for k in floating],
+                             unconnected_gradients=UnconnectedGradients.ZERO))
 
-    def jvp(*tensors):
-        xs, ts = tensors[:n_inputs], tensors[n_inputs:]
-        sources = [*xs[:n_dyn], *variables]
-        with _bound_to(variables, xs[n_dyn:]):
-            with ForwardAccumulator([sources[k] for k in have], list(ts)) as acc:
-                ys = fn.unbound(*xs[:n_dyn])
-            return tuple(acc.jvp([ys[k] for k in floating],
-                                 unconnected_gradients=UnconnectedGradients.ZERO))
-
-    jvp.__name__ = f"{getattr(fn, '__name__', 'fn')}_jvp"
-    return Function(jvp, jit_compile=True)
+    return _replayed(fn, n_inputs, jvp, "jvp")
 
 
 # --- NumPy forwards on traced values: host callbacks ------------------------------------------
