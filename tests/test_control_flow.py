@@ -1,5 +1,7 @@
 """Control flow (tg.cond, tg.while_loop, tg.lax.scan, ...): JAX's values and derivatives,
 eagerly and compiled, first and second order, reverse and forward mode; and its errors."""
+import functools
+
 import numpy as np
 import pytest
 
@@ -163,15 +165,19 @@ CASES = {"scan": (_scan, _scan_jax), "scan_reverse_dict": (_scan_reverse_dict,
          "map_fold": (_map_fold, _map_fold_jax), "nested": (_nested, _nested_jax)}
 
 
+@functools.lru_cache(maxsize=None)
 def _reference(jax_fn, what):
-    w, v = jnp.asarray(W0), jnp.asarray(V)
-    if what == "value":
-        return jax_fn(w)
-    if what == "grad":  # jacfwd: JAX cannot reverse-differentiate its while_loop
-        return jax.jacfwd(jax_fn)(w)
-    if what == "jvp":
-        return jax.jvp(jax_fn, (w,), (v,))[1]
-    return jax.jacfwd(jax.jacfwd(jax_fn))(w)
+    """JAX's value or derivative, as NumPy (one jax.jit program, computed once per case)."""
+    def reference(w, v):
+        if what == "value":
+            return jax_fn(w)
+        if what == "grad":  # jacfwd: JAX cannot reverse-differentiate its while_loop
+            return jax.jacfwd(jax_fn)(w)
+        if what == "jvp":
+            return jax.jvp(jax_fn, (w,), (v,))[1]
+        return jax.jacfwd(jax.jacfwd(jax_fn))(w)
+
+    return np.asarray(jax.jit(reference)(jnp.asarray(W0), jnp.asarray(V)))
 
 
 def _ours(fn, what):
