@@ -72,8 +72,6 @@ def _compiled(leaves) -> bool:
     return jax is not None and any(isinstance(_raw(x), jax.core.Tracer) for x in leaves)
 
 
-
-
 def _spec(t):
     return tuple(t.shape), _backend.np_dtype(t._value.dtype)
 
@@ -539,10 +537,7 @@ def _switch_vjp(index, branches, captures, outs, dys, where, founds):
                     else zeros_like(captures[k]) for k in fk]
         return run
 
-    def back(branch, found):
-        if first_order and found.vjp is not None:
-            return traced(found, back(branch, _Found([], [], [])))
-
+    def again(branch):  # the branch run again under a tape: tapegrad code, differentiable
         def run():
             sources = [captures[k] for k in fk]
             with GradientTape(watch_accessed_variables=False) as tape:
@@ -552,7 +547,9 @@ def _switch_vjp(index, branches, captures, outs, dys, where, founds):
                                  unconnected_gradients=_ZERO)
         return run
 
-    g = _switch_flat(index, [back(b, f) for b, f in zip(branches, founds)], where) if fk else []
+    runs = [traced(f, again(b)) if first_order and f.vjp is not None else again(b)
+            for b, f in zip(branches, founds)]
+    g = _switch_flat(index, runs, where) if fk else []
     out = [None] * len(captures)
     for i, k in enumerate(fk):
         out[k] = g[i]

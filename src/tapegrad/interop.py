@@ -138,9 +138,6 @@ def to_jax(f):
                                 "(in tuples, lists or dicts)")
         return leaves, tree
 
-    def as_jax(o):
-        return _as_jax(o)
-
     @functools.wraps(f)
     @_in_x64(jax)
     def wrapped(*args):
@@ -159,7 +156,7 @@ def to_jax(f):
                 _, fargs = run(treedef, vals)
                 outs, tree = out_leaves(f(*fargs))
             info["tree"] = tree
-            return [as_jax(o) for o in outs]
+            return [_as_jax(o) for o in outs]
 
         @core.defjvp
         @_in_x64(jax)
@@ -175,7 +172,7 @@ def to_jax(f):
                 tans = acc.jvp([o for o in outs if isinstance(o, Tensor)],
                                unconnected_gradients=UnconnectedGradients.ZERO)
             info["tree"] = tree
-            primal_out = [as_jax(o) for o in outs]
+            primal_out = [_as_jax(o) for o in outs]
             return primal_out, _jax_tangents(jax, outs, primal_out, tans)
 
         flat = core(*values)
