@@ -44,7 +44,7 @@ from ._tensor import _ids as _tensor_ids
 from ._variables import (Variable, bind_tensors, bind_variables, set_state,
                          visible_variables)
 from .errors import describe_fn
-from .forward import ForwardAccumulator
+from .forward import ForwardAccumulator, inheriting
 from .ops import (astype, concat, convert_to_tensor, cos, expand_dims, logical_and,
                   logical_not, sin, stack, zeros, zeros_like)
 from .ops import abs as _abs
@@ -276,14 +276,25 @@ def _bound(fn, state):
     return call
 
 
-def _record(op_type, names, inputs, outs, grad, jvp):
+def _record(op_type, names, inputs, outs, grad, jvp, fused=None):
+    """Record the construct ``op_type`` that ran on ``inputs`` (named ``names``) and gave
+    ``outs`` on the active tapes and accumulators, with its ``grad`` and ``jvp``; ``fused``:
+    ``(acc, tangents)`` when the construct already computed its outputs' ``tangents`` in the
+    accumulator ``acc`` (the outermost that differentiates), which takes them as they are."""
     if _records.trace_entries() and any(_backend.is_floating(o.dtype) for o in outs):
         grad.__name__ = f"{op_type}_vjp"
         read = [k for k, a in enumerate(inputs) if isinstance(a, Variable)]
         if read:
             grad, jvp = _at_read(grad, inputs, read), _at_read(jvp, inputs, read)
-        _records.record(construct_call(op_type, names, grad, jvp), tuple(inputs), {},
-                        tuple(outs))
+        call = construct_call(op_type, names, grad, jvp)
+        if fused is None:
+            _records.record(call, tuple(inputs), {}, tuple(outs))
+            return
+        acc, tangents = fused
+        given = construct_call(op_type, names, grad, lambda op, *ts: tuple(tangents))
+        for entry in _records.trace_entries():  # each with the entries outside it active
+            _records.record(given if entry is acc else call, tuple(inputs), {}, tuple(outs),
+                            only=entry)
 
 
 def _at_read(rule, inputs, read):
@@ -315,13 +326,17 @@ def _scan_flat(step, carries, xs, length, reverse=False, unroll=1, where="tg.lax
         c2, ys = step(ts[:nc], ts[nc:])
         return [*c2, *ys]
 
-    found = _discover(flat, [*c_specs, *x_specs])
-    for name, want, got in zip(names, c_specs, found.outs[:nc]):
-        if want != got:
-            raise _carry_changed(where, name, got, want)
+    acc = _fusing_accumulator()
+    fused = acc and _scan_with_jvp(acc, flat, carries, xs, c_specs, x_specs, length, reverse,
+                                   unroll, where, names)
+    if fused:
+        found, c_out, y_out, entered, tangents = fused
+        state, s_init = [], []
+    else:
+        found = _discover(flat, [*c_specs, *x_specs])
+        _check_carries(where, names, c_specs, found.outs[:nc])
+        state = found.assigned
     ny = len(found.outs) - nc
-    state = found.assigned
-    captures = _differentiated(found.captures, state)
     ns = len(state)
     full = _bound(flat, state)  # (state, carries, x) -> (carries, ys, state)
 
@@ -330,26 +345,26 @@ def _scan_flat(step, carries, xs, length, reverse=False, unroll=1, where="tg.lax
         return [*out[:nc], *out[nc + ny:]], out[nc:nc + ny]
 
     keep = bool(_records.trace_entries())  # the carries entering each step, for the gradient
+    if not fused:
+        def again(c, x):
+            outs, _ = _isolated(lambda ts: full([*ts[nc:nc + ns], *ts[:nc], *ts[nc + ns:]]),
+                                [Tensor(a) for a in (*c, *x)])
+            return [_backend.as_jax(o._value) for o in outs]
 
-    def again(c, x):
-        outs, _ = _isolated(lambda ts: full([*ts[nc:nc + ns], *ts[:nc], *ts[nc + ns:]]),
-                            [Tensor(a) for a in (*c, *x)])
-        return [_backend.as_jax(o._value) for o in outs]
+        def body(c, x):
+            new = found.run([*c, *x], lambda: again(c, x))
+            return [*new[:nc], *new[nc + ny:]], (new[nc:nc + ny], list(c) if keep else [])
 
-    def body(c, x):
-        new = found.run([*c, *x], lambda: again(c, x))
-        return [*new[:nc], *new[nc + ny:]], (new[nc:nc + ny], list(c) if keep else [])
-
-    init = [*[_backend.as_jax(c._value) for c in carries], *[v._value for v in state]]
-    final, (ys, entered) = jax.lax.scan(body, init, [_backend.as_jax(x._value) for x in xs],
-                                        length=length,
-                                        reverse=reverse, unroll=unroll)
-    set_state(state, final[nc:])
-    c_out = [Tensor(a) for a in final[:nc]]
-    y_out = [Tensor(a) for a in ys]
-    if keep:
+        init = [*[_backend.as_jax(c._value) for c in carries], *[v._value for v in state]]
+        final, (ys, entered) = jax.lax.scan(body, init, [_backend.as_jax(x._value) for x in xs],
+                                            length=length, reverse=reverse, unroll=unroll)
+        set_state(state, final[nc:])
+        c_out = [Tensor(a) for a in final[:nc]]
+        y_out = [Tensor(a) for a in ys]
         entered = [Tensor(a) for a in entered]
         s_init = [Tensor(a) for a in init[nc:]]
+    if keep:
+        captures = _differentiated(found.captures, state)
         inputs = [*carries, *xs, *captures]
 
         # the carries entering each step are outputs too: the gradient reads them, so an
@@ -364,8 +379,87 @@ def _scan_flat(step, carries, xs, length, reverse=False, unroll=1, where="tg.lax
 
         in_names = [*names, *[f"xs[{k}]" for k in range(len(xs))],
                     *[f"captured {_describe_capture(c)}" for c in captures]]
-        _record("Scan", in_names, inputs, [*c_out, *y_out, *entered], grad, jvp)
+        _record("Scan", in_names, inputs, [*c_out, *y_out, *entered], grad, jvp,
+                fused=fused and (acc, tangents))
     return c_out, y_out
+
+
+def _check_carries(where, names, want, got):
+    """Raise :func:`_carry_changed` for the first loop variable whose ``(shape, dtype)`` the
+    body changed (``want``: as they entered, ``got``: as the body returned them)."""
+    for name, w, g in zip(names, want, got):
+        if w != g:
+            raise _carry_changed(where, name, g, w)
+
+
+def _fusing_accumulator():
+    """The forward-mode accumulator that a compiled construct fuses with its JVP: the
+    outermost entry of the trace stack that differentiates, if it is one (then no entry
+    differentiates the tangents' computation) and JAX will not transpose what it runs;
+    else ``None``."""
+    for e in _records.trace_entries():
+        if e._differentiates:
+            return e if isinstance(e, ForwardAccumulator) and not e._transposed else None
+    return None
+
+
+def _scan_with_jvp(acc, flat, carries, xs, c_specs, x_specs, length, reverse, unroll, where,
+                   names):
+    """The compiled scan of ``flat`` (carries then slices -> carries then ys) fused with its
+    JVP in the accumulator ``acc``: one scan carries the tangents beside the primals, so the
+    step is traced once for both (the JVP as a scan of its own would trace it again), and a
+    tensor the step captures has the tangent ``acc`` gives it. Returns ``(found, carries, ys,
+    the carries entering each step, their tangents)`` (tangents in that order, ``None`` where
+    not floating), or ``None`` when the step assigns Variables (the caller scans apart)."""
+    jax = _jax()
+    nc, nx = len(carries), len(xs)
+    fc = [k for k in range(nc) if _backend.is_floating(carries[k].dtype)]
+    tc = [acc.jvp(carries[k], _ZERO) for k in fc]
+    tx = acc.jvp(list(xs))
+    wx = [k for k in range(nx) if tx[k] is not None]
+    nt = nc + len(fc)
+    shape = []  # the step's number of ys and the floating ones' positions
+
+    def step(ts):
+        c, dc = ts[:nc], ts[nc:nt]
+        xv, dx = ts[nt:nt + nx], ts[nt + nx:]
+        inner = inheriting(acc, [*[c[k] for k in fc], *[xv[k] for k in wx]], [*dc, *dx])
+        # the accumulator outside the observers: what its rules read is no capture
+        with _records.trace_stack([inner, *_records.trace_entries()]):
+            out = flat([*c, *xv])
+        c2, y = out[:nc], out[nc:]
+        fy = [j for j, o in enumerate(y) if _backend.is_floating(o.dtype)]
+        shape[:] = len(y), fy
+        return [*c2, *inner.jvp([c2[k] for k in fc], _ZERO), *y,
+                *inner.jvp([y[j] for j in fy], _ZERO), *c, *dc]
+
+    found = _discover(step, [*c_specs, *[c_specs[k] for k in fc], *x_specs,
+                             *[x_specs[k] for k in wx]])
+    if found.assigned:
+        return None
+    _check_carries(where, names, c_specs, found.outs[:nc])
+
+    def again(c, x):
+        outs, _ = _isolated(step, [Tensor(a) for a in (*c, *x)])
+        return [_backend.as_jax(o._value) for o in outs]
+
+    def body(c, x):
+        new = found.run([*c, *x], lambda: again(c, x))
+        return new[:nt], new[nt:]
+
+    init = [_backend.as_jax(t._value) for t in (*carries, *tc)]
+    seq = [_backend.as_jax(t._value) for t in (*xs, *[tx[k] for k in wx])]
+    final, ys = jax.lax.scan(body, init, seq, length=length, reverse=reverse, unroll=unroll)
+    ny, fy = shape
+    final, ys = [Tensor(a) for a in final], [Tensor(a) for a in ys]
+    n1, n2 = ny + len(fy), ny + len(fy) + nc
+    tangents = [None] * (nc + ny + nc)  # of the carries, the ys, the entering carries
+    for i, k in enumerate(fc):
+        tangents[k], tangents[nc + ny + k] = final[nc + i], ys[n2 + i]
+    for i, j in enumerate(fy):
+        tangents[nc + j] = ys[ny + i]
+    found.outs = found.outs[:nc + ny]
+    return found, final[:nc], ys[:ny], ys[n1:n2], tangents
 
 
 def _describe_capture(t) -> str:

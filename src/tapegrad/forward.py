@@ -180,6 +180,32 @@ class _TransposedAccumulator(ForwardAccumulator):
     _transposed = True
 
 
+class _Inherited(dict):
+    """The tangents of a loop step's accumulator: its own, else those that the outer
+    accumulator holds (for tensors made before the step: its captures)."""
+
+    __slots__ = ("outer",)
+
+    def get(self, key, default=None):
+        t = dict.get(self, key)
+        return self.outer.get(key, default) if t is None else t
+
+    def __contains__(self, key):
+        return dict.__contains__(self, key) or key in self.outer
+
+
+def inheriting(outer, primals, tangents) -> ForwardAccumulator:
+    """A ``ForwardAccumulator`` of ``primals`` and ``tangents`` (as the constructor's) for one
+    step of a construct fused with its JVP (``control_flow``): a tensor made before the step
+    that the step reads has the tangent that the accumulator ``outer`` gives it, so the step
+    need not know its captures before it is traced."""
+    acc = ForwardAccumulator(primals, tangents)
+    inherited = _Inherited(acc._tangents)
+    inherited.outer = outer._tangents
+    acc._tangents = inherited
+    return acc
+
+
 def _as_tangent(p, t):
     """The tangent ``t`` of the primal ``p`` as a Tensor of ``p``'s shape and dtype."""
     t = t if isinstance(t, Tensor) else convert_to_tensor(
