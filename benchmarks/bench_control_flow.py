@@ -143,6 +143,21 @@ def _body_traces():
     print(f"body traces per compiled program (target <= 2): gradient of tg.while_loop "
           f"{w_body.count}, gradient of tg.lax.scan {s_body.count}, HVP through two tg.lax.scans "
           f"{a_body.count} + {b_body.count}")
+    more = {}
+    for name, transform in [("JVP", lambda f: lambda h: tg.jvp(f, (h,), (h,))[1]),
+                            ("HVP", lambda f: lambda h: tg.hvp(f, (h,), (h,))),
+                            ("gradient of the gradient's norm",
+                             lambda f: tg.grad(lambda h: tg.sum(tg.grad(f)(h) ** 2)))]:
+        w_body.count = s_body.count = 0
+        branch = counted(lambda h: tg.sin(h) ** 2)
+        tg.function(transform(lambda h: tg.sum(tg.while_loop(
+            lambda i, h: i < 5, w_body, (tg.constant(0), h), maximum_iterations=5)[1])))(x)
+        tg.function(transform(lambda h: tg.sum(tg.lax.scan(s_body, h, None, length=5)[0])))(x)
+        tg.function(transform(lambda h: tg.sum(tg.cond(tg.sum(h) > 0, lambda: branch(h),
+                                                        lambda: tg.cos(h)))))(x)
+        more[name] = (w_body.count, s_body.count, branch.count)
+    print("  more body traces (tg.while_loop, tg.lax.scan, a tg.cond branch): "
+          + "; ".join(f"{k} {w}, {s}, {b}" for k, (w, s, b) in more.items()))
 
 
 def main(argv=None):

@@ -736,3 +736,77 @@ def test_no_op_type_takes_the_gradient_of_a_construct():
                                          r"construct, .* ops of type 'Sin' have none"):
         with tg.gradient_override_map({"Sin": "Scan"}):
             pass
+
+
+# --- a construct fused with its JVP under an outermost forward accumulator ------------------
+def _counting(fn):
+    def body(*a):
+        body.count += 1
+        return fn(*a)
+    body.count = 0
+    return body
+
+
+@pytest.mark.parametrize("construct", ["scan", "while_loop", "cond"])
+@pytest.mark.parametrize("transform", ["jvp", "hvp", "jvp of jvp", "jvp of hvp"])
+@_NOT_ON_STRICT
+def test_fused_jvps_with_captured_tangents_equal_eager(construct, transform):
+    # the tangents of the captured tensor w reach the body only through the accumulators
+    # (forward.inheriting), at every level of nesting
+    x, w = tg.constant(np.linspace(0.1, 1.0, 4)), tg.constant(np.array([0.3, 0.7, 1.1, 0.5]))
+
+    def loss(h, ww):
+        if construct == "scan":
+            return tg.sum(tg.lax.scan(lambda c, _: (tg.sin(c) * ww, tg.cos(c)), h, None,
+                                      length=3)[0])
+        if construct == "while_loop":
+            return tg.sum(tg.while_loop(lambda i, h: i < 3, lambda i, h: (i + 1, tg.sin(h) * ww),
+                                        (tg.constant(0), h), maximum_iterations=3)[1])
+        return tg.sum(tg.cond(tg.sum(h) > 0, lambda: tg.sin(h * ww) * ww, lambda: h * 2.0))
+
+    def f(h, ww):
+        if transform == "jvp":
+            return tg.jvp(loss, (h, ww), (ww, h))[1]
+        if transform == "hvp":
+            return tg.hvp(lambda a: loss(h, a), (ww,), (h,))
+        if transform == "jvp of jvp":
+            return tg.jvp(lambda a: tg.jvp(lambda b: loss(b, a), (h,), (ww,))[1], (ww,), (h,))[1]
+        return tg.jvp(lambda a: tg.hvp(lambda b: loss(b, a), (h,), (ww,)), (ww,), (h,))[1]
+
+    eager = f(x, w).numpy()
+    np.testing.assert_allclose(tg.function(f)(x, w).numpy(), eager, rtol=1e-12)
+    assert np.all(np.abs(eager) > 1e-6)  # no zero that a lost tangent would also give
+
+
+@_NOT_ON_STRICT
+def test_a_body_is_traced_once_for_a_jvp_and_twice_for_a_gradient_or_an_hvp():
+    x = tg.constant(np.linspace(0.1, 1.0, 4))
+    # (the gradient traces the cond's taken branch, its second, once with its VJP)
+    for transform, want in [(lambda f: lambda h: tg.jvp(f, (h,), (h,))[1], (1, 1)),
+                            (tg.grad, (2, 1)), (lambda f: lambda h: tg.hvp(f, (h,), (h,)), (2, 2))]:
+        step, branch = _counting(lambda c, _: (tg.sin(c) * 1.1, None)), _counting(tg.sin)
+        tg.function(transform(lambda h: tg.sum(tg.lax.scan(step, h, None, length=5)[0])))(x)
+        tg.function(transform(lambda h: tg.sum(tg.cond(tg.sum(h) > 0, lambda: branch(h) ** 2,
+                                                        lambda: tg.cos(h)))))(x)
+        assert (step.count, branch.count) == want
+    body = _counting(lambda i, h: (i + 1, tg.sin(h) * 1.1))
+    tg.function(lambda h: tg.jvp(lambda h: tg.sum(tg.while_loop(
+        lambda i, h: i < 5, body, (tg.constant(0), h))[1]), (h,), (h,))[1])(x)
+    assert body.count == 1
+
+
+def test_a_fused_loop_that_assigns_a_variable_is_scanned_apart_with_the_same_values():
+    counter = tg.Variable(0.0, trainable=False)
+
+    def f(h):
+        def step(c, _):
+            counter.assign_add(1.0)
+            return tg.sin(c) * 1.1, None
+        return tg.jvp(lambda h: tg.sum(tg.lax.scan(step, h, None, length=4)[0]), (h,), (h,))[1]
+
+    x = tg.constant(np.linspace(0.1, 1.0, 4))
+    eager = f(x).numpy()
+    assert float(counter) == 4.0
+    if not _STRICT:
+        np.testing.assert_allclose(tg.function(f)(x).numpy(), eager, rtol=1e-12)
+        assert float(counter) == 8.0

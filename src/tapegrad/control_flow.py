@@ -20,7 +20,9 @@ and the captures, and whose gradient and JVP are control-flow ops of tapegrad co
   recomputed, as ``jax.checkpoint`` of a step would) and accumulates the captures' gradients
   in its carry; the VJP of a ``switch`` is a ``switch`` of the branches' VJPs;
 * the **JVP** of a scan (a while loop, a switch) is the same construct carrying the tangents
-  beside the primals, each step under a ``ForwardAccumulator``;
+  beside the primals, each step under a ``ForwardAccumulator``; when a forward accumulator is
+  the outermost entry that differentiates (``tg.jvp``, the outer level of ``tg.hvp``), the
+  construct is fused with its JVP: one construct, its body traced once for both;
 * the bodies' own ops are differentiated by their rules, so ``custom_gradient`` functions and
   registered gradients are respected inside loops, and since these gradients are tapegrad
   ops recorded as control flow in turn, they are differentiated again (second order).
@@ -403,6 +405,12 @@ def _fusing_accumulator():
     return None
 
 
+def _fresh(tangents):
+    """New Tensors of ``tangents``' values: a tangent made before a fused step (a capture's,
+    returned as it is) is no capture of the step (only its value is an output)."""
+    return [Tensor(t._value) for t in tangents]
+
+
 def _scan_with_jvp(acc, flat, carries, xs, c_specs, x_specs, length, reverse, unroll, where,
                    names):
     """The compiled scan of ``flat`` (carries then slices -> carries then ys) fused with its
@@ -430,8 +438,8 @@ def _scan_with_jvp(acc, flat, carries, xs, c_specs, x_specs, length, reverse, un
         c2, y = out[:nc], out[nc:]
         fy = [j for j, o in enumerate(y) if _backend.is_floating(o.dtype)]
         shape[:] = len(y), fy
-        return [*c2, *inner.jvp([c2[k] for k in fc], _ZERO), *y,
-                *inner.jvp([y[j] for j in fy], _ZERO), *c, *dc]
+        return [*c2, *_fresh(inner.jvp([c2[k] for k in fc], _ZERO)), *y,
+                *_fresh(inner.jvp([y[j] for j in fy], _ZERO)), *c, *dc]
 
     found = _discover(step, [*c_specs, *[c_specs[k] for k in fc], *x_specs,
                              *[x_specs[k] for k in wx]])
@@ -554,50 +562,47 @@ def _switch_flat(index, branches, where="tg.switch_case", names=None):
     Tensors) on the int32 scalar Tensor ``index`` (clamped, as ``lax.switch`` does)."""
     jax = _jax()
     names = names or [f"branch {k}" for k in range(len(branches))]
-    founds = [_discover(lambda ts: branches[0](), [])]
-    first = founds[0]
-    fo = [j for j, o in enumerate(first.outs) if _backend.is_floating(o[1])]
-    if _records.recording_tapes() and fo and not first.assigned:
-        # a tape will ask for the gradient: each other branch traced once with its VJP
-        founds += [_discover_with_vjp(b, first.outs, fo) for b in branches[1:]]
+    acc = _fusing_accumulator()
+    fused = acc and _switch_with_jvp(acc, index, branches, where, names)
+    if fused:
+        founds, outs, tangents = fused
+        state = s_init = []
     else:
-        founds += [_discover(lambda ts, b=b: b(), []) for b in branches[1:]]
-    for name, f in zip(names[1:], founds[1:]):
-        if len(f.outs) != len(first.outs):
-            raise TypeError(f"{where}: {names[0]} returns {len(first.outs)} tensor(s) but "
-                            f"{name} returns {len(f.outs)}; every branch must return the same "
-                            "structure")
-        for k, (a, b) in enumerate(zip(first.outs, f.outs)):
-            if a != b:
-                raise TypeError(
-                    f"{where}: output {k} is of {_describe(a)} from {names[0]} but of "
-                    f"{_describe(b)} from {name}; every branch must return the same shapes "
-                    "and dtypes (cast or reshape inside the branch)")
-    captures, state = _merge(founds)
-    captures = _differentiated(captures, state)
-    n_out = len(first.outs)
+        founds = [_discover(lambda ts: branches[0](), [])]
+        first = founds[0]
+        fo = [j for j, o in enumerate(first.outs) if _backend.is_floating(o[1])]
+        if _records.recording_tapes() and fo and not first.assigned:
+            # a tape will ask for the gradient: each other branch traced once with its VJP
+            founds += [_discover_with_vjp(b, first.outs, fo) for b in branches[1:]]
+        else:
+            founds += [_discover(lambda ts, b=b: b(), []) for b in branches[1:]]
+        _check_branches(where, names, [f.outs for f in founds])
+        state = _merge(founds)[1]
     fulls = [_bound(lambda ts, b=b: b(), state) for b in branches]
+    if not fused:
+        n_out = len(first.outs)
 
-    def as_jax(full, found):
-        def again(s):
-            outs, _ = _isolated(full, [Tensor(a) for a in s])
-            return [_backend.as_jax(o._value) for o in outs]
+        def as_jax(full, found):
+            def again(s):
+                outs, _ = _isolated(full, [Tensor(a) for a in s])
+                return [_backend.as_jax(o._value) for o in outs]
 
-        if found.vjp is not None:  # its gradients unused here: XLA drops them
-            zeros = [jax.numpy.zeros(a.shape, a.dtype) for a in found.vjp.jaxpr.in_avals]
-            return lambda: found.vjp.run(zeros, lambda: again([]))[:n_out]
-        return lambda *s: found.run(list(s), lambda: again(s)) if not state else again(s)
+            if found.vjp is not None:  # its gradients unused here: XLA drops them
+                zeros = [jax.numpy.zeros(a.shape, a.dtype) for a in found.vjp.jaxpr.in_avals]
+                return lambda: found.vjp.run(zeros, lambda: again([]))[:n_out]
+            return lambda *s: found.run(list(s), lambda: again(s)) if not state else again(s)
 
-    s_init = [v._value for v in state]
-    res = jax.lax.switch(index._value, [as_jax(f, found) for f, found in zip(fulls, founds)],
-                         *s_init)
-    set_state(state, res[n_out:])
-    outs = [Tensor(a) for a in res[:n_out]]
+        s_init = [v._value for v in state]
+        res = jax.lax.switch(index._value,
+                             [as_jax(f, found) for f, found in zip(fulls, founds)], *s_init)
+        set_state(state, res[n_out:])
+        outs = [Tensor(a) for a in res[:n_out]]
     if _records.trace_entries():
+        captures = _differentiated(_merge(founds)[0], state)
         s_tensors = [Tensor(a) for a in s_init]
 
         def run(full):  # a branch with the Variables it assigns at their values before
-            return lambda: full(s_tensors)[:n_out]
+            return lambda: full(s_tensors)[:len(outs)]
 
         def grad(op, *dys):
             return _switch_vjp(index, [run(f) for f in fulls], captures, outs, dys, where,
@@ -607,8 +612,64 @@ def _switch_flat(index, branches, where="tg.switch_case", names=None):
             return _switch_jvp(index, [run(f) for f in fulls], captures, outs, ts, where)
 
         _record("Switch", [f"captured {_describe_capture(c)}" for c in captures], captures, outs,
-                grad, jvp)
+                grad, jvp, fused=fused and (acc, tangents))
     return outs
+
+
+def _check_branches(where, names, outs):
+    """Raise ``TypeError`` unless every branch's outputs (``outs``: one list of ``(shape,
+    dtype)`` per branch) are the first's."""
+    for name, got in zip(names[1:], outs[1:]):
+        if len(got) != len(outs[0]):
+            raise TypeError(f"{where}: {names[0]} returns {len(outs[0])} tensor(s) but "
+                            f"{name} returns {len(got)}; every branch must return the same "
+                            "structure")
+        for k, (a, b) in enumerate(zip(outs[0], got)):
+            if a != b:
+                raise TypeError(
+                    f"{where}: output {k} is of {_describe(a)} from {names[0]} but of "
+                    f"{_describe(b)} from {name}; every branch must return the same shapes "
+                    "and dtypes (cast or reshape inside the branch)")
+
+
+def _switch_with_jvp(acc, index, branches, where, names):
+    """The compiled switch of ``branches`` fused with its JVP in the accumulator ``acc`` (as
+    :func:`_scan_with_jvp`): each branch traced once for its outputs and their tangents.
+    Returns ``(the branches' _Found, outputs, their tangents)`` (``None`` where not floating),
+    or ``None`` when a branch assigns Variables (the caller switches apart)."""
+    counts = {}
+
+    def with_jvp(k):
+        def run(ts):
+            inner = inheriting(acc, [], [])
+            with _records.trace_stack([inner, *_records.trace_entries()]):
+                y = branches[k]()
+            counts[k] = len(y)
+            return [*y, *_fresh(inner.jvp([o for o in y if _backend.is_floating(o.dtype)],
+                                          _ZERO))]
+        return run
+
+    founds = [_discover(with_jvp(k), []) for k in range(len(branches))]
+    if any(f.assigned for f in founds):
+        return None
+    for k, f in enumerate(founds):
+        f.outs = f.outs[:counts[k]]
+    _check_branches(where, names, [f.outs for f in founds])
+
+    def as_jax(k):
+        def again():
+            outs, _ = _isolated(with_jvp(k), [])
+            return [_backend.as_jax(o._value) for o in outs]
+        return lambda: founds[k].run([], again)
+
+    res = [Tensor(a) for a in _jax().lax.switch(index._value, [as_jax(k) for k in
+                                                               range(len(branches))])]
+    n = counts[0]
+    fo = [j for j, o in enumerate(res[:n]) if _backend.is_floating(o.dtype)]
+    tangents = [None] * n
+    for i, j in enumerate(fo):
+        tangents[j] = res[n + i]
+    return founds, res[:n], tangents
 
 
 def _switch_vjp(index, branches, captures, outs, dys, where, founds):
@@ -672,8 +733,6 @@ def _switch_jvp(index, branches, captures, outs, ts, where):
 def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
     """The compiled while loop of ``cond_fn(vars) -> scalar bool Tensor`` and ``body_fn(vars)
     -> vars`` on a flat list of Tensors."""
-    jax = _jax()
-    n = len(loop_vars)
     specs = [_spec(v) for v in loop_vars]
 
     def checked_body(ts):  # body_fn checks its structure; this, the shapes and dtypes
@@ -689,13 +748,46 @@ def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
     if isinstance(maximum_iterations, int) and recording:  # a traced bound: no fixed length
         return _bounded_while(cond_fn, checked_body, loop_vars, maximum_iterations, where,
                               names)
-    found_c = _discover(lambda ts: [cond_fn(ts)], specs)  # cond_fn checks its predicate
-    found_b = _discover(checked_body, specs)
+    acc = _fusing_accumulator()
+    return (acc and _while_loop(cond_fn, checked_body, loop_vars, maximum_iterations, where,
+                                names, acc)
+            or _while_loop(cond_fn, checked_body, loop_vars, maximum_iterations, where, names))
+
+
+def _while_loop(cond_fn, body_fn, loop_vars, maximum_iterations, where, names, acc=None):
+    """The ``lax.while_loop`` of :func:`_while_flat` (``body_fn`` checks the loop variables'
+    shapes), recorded; ``acc``: the accumulator to fuse it with its JVP in (as
+    :func:`_scan_with_jvp`: the tangents carried beside the loop variables), in which case it
+    returns ``None`` when the body assigns Variables."""
+    jax = _jax()
+    n = len(loop_vars)
+    carried, loop_cond, loop_body = loop_vars, cond_fn, body_fn
+    if acc is not None:
+        fv = [k for k in range(n) if _backend.is_floating(loop_vars[k].dtype)]
+        carried = [*loop_vars, *[acc.jvp(loop_vars[k], _ZERO) for k in fv]]
+
+        def primal_cond(ts):
+            return cond_fn(ts[:n])
+
+        def with_jvp(ts):
+            vs, dv = ts[:n], ts[n:]
+            inner = inheriting(acc, [vs[k] for k in fv], dv)
+            with _records.trace_stack([inner, *_records.trace_entries()]):
+                new = body_fn(vs)
+            return [*new, *_fresh(inner.jvp([new[k] for k in fv], _ZERO))]
+
+        loop_cond, loop_body = primal_cond, with_jvp
+
+    specs = [_spec(v) for v in carried]
+    found_c = _discover(lambda ts: [loop_cond(ts)], specs)  # cond_fn checks its predicate
+    found_b = _discover(loop_body, specs)
     captures, state = _merge([found_c, found_b])
+    if acc is not None and state:
+        return None
     captures = _differentiated(captures, state)
-    ns = len(state)
-    body = _bound(body_fn, state)
-    cond = _bound(lambda ts: [cond_fn(ts)], state)  # it reads what the body assigned
+    ns, nv = len(state), len(carried)
+    body = _bound(loop_body, state)
+    cond = _bound(lambda ts: [loop_cond(ts)], state)  # it reads what the body assigned
     bound = maximum_iterations is not None
 
     def cond_again(c):
@@ -706,21 +798,27 @@ def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
         return [_backend.as_jax(o._value) for o in outs]
 
     def jcond(c):
-        vs = c[:ns + n]
+        vs = c[:ns + nv]
         ok = (found_c.run(vs, lambda: cond_again(vs)) if not state else cond_again(vs))[0]
         return jax.numpy.logical_and(ok, c[-1] < maximum_iterations) if bound else ok
 
     def jbody(c):
-        vs = c[:ns + n]
+        vs = c[:ns + nv]
         new = found_b.run(vs, lambda: body_again(vs)) if not state else body_again(vs)
-        return [*new[n:], *new[:n], *([c[-1] + 1] if bound else [])]
+        return [*new[nv:], *new[:nv], *([c[-1] + 1] if bound else [])]
 
-    init = [*[v._value for v in state], *[_backend.as_jax(v._value) for v in loop_vars],
+    init = [*[v._value for v in state], *[_backend.as_jax(v._value) for v in carried],
             *([0] if bound else [])]
     s_init = [Tensor(a) for a in init[:ns]]
     final = jax.lax.while_loop(jcond, jbody, init)
     set_state(state, final[:ns])
-    outs = [Tensor(a) for a in final[ns:ns + n]]
+    outs = [Tensor(a) for a in final[ns:ns + nv]]
+    fused = None
+    if acc is not None:
+        tangents = [None] * n
+        for i, k in enumerate(fv):
+            tangents[k] = outs[n + i]
+        outs, fused = outs[:n], (acc, tangents)
     if _records.trace_entries():
         def grad(op, *dys):
             given = ("maximum_iterations is a traced Tensor (computed from the function's "
@@ -739,7 +837,7 @@ def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
                               maximum_iterations, where, names)
 
         _record("While", [*names, *[f"captured {_describe_capture(c)}" for c in captures]],
-                [*loop_vars, *captures], outs, grad, jvp)
+                [*loop_vars, *captures], outs, grad, jvp, fused=fused)
     return outs
 
 
