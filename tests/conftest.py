@@ -23,17 +23,43 @@ settings.load_profile("tapegrad")
 _records.DROP_MIN_BYTES = 0
 
 RUN_SLOW = os.environ.get("TAPEGRAD_SLOW_TESTS") == "1"
+STRICT = os.environ.get("TAPEGRAD_ARRAY_BACKEND") == "array_api_strict"
+
+# Files whose subject is not the default array backend: compiled programs (which run on JAX's
+# arrays), exports, JAX's process state, Dask's and the devices' arrays, the demos and the
+# command line. The NumPy pass runs them; the array_api_strict pass only with
+# TAPEGRAD_SLOW_TESTS=1 (the registry sweeps and the eager tests are what it is for).
+NUMPY_PASS_ONLY = {"test_compiled_variables.py", "test_function.py", "test_saved_model.py",
+                   "test_digits.py", "test_examples.py", "test_jax_isolation.py",
+                   "test_dask.py", "test_distribute.py", "test_cli.py"}
+
+
+def on_strict_first_samples(cases):
+    """The sweep ``cases`` (``pytest.param``s whose second value is a sample index) with every
+    sample but each op type's first marked ``slow`` on the array_api_strict pass: there every
+    op is checked in every mode on one sample, on NumPy on all (all on both with
+    ``TAPEGRAD_SLOW_TESTS=1``)."""
+    if not STRICT:
+        return cases
+    return [c if c.values[1] in (0, None) else pytest.param(*c.values, id=c.id,
+                                                            marks=pytest.mark.slow)
+            for c in cases]
 
 
 def pytest_collection_modifyitems(config, items):
-    """``@pytest.mark.slow`` tests skip unless ``TAPEGRAD_SLOW_TESTS=1`` (the suite stays
-    under 10 minutes; CI runs the README's command)."""
+    """``@pytest.mark.slow`` tests, and the files of ``NUMPY_PASS_ONLY`` on array_api_strict,
+    skip unless ``TAPEGRAD_SLOW_TESTS=1`` (the suite stays under 10 minutes; CI runs the
+    README's command)."""
     if RUN_SLOW:
         return
     skip = pytest.mark.skip(reason="slow: run with TAPEGRAD_SLOW_TESTS=1")
+    numpy_only = pytest.mark.skip(reason="the NumPy pass runs this file; on array_api_strict "
+                                         "with TAPEGRAD_SLOW_TESTS=1")
     for item in items:
         if item.get_closest_marker("slow") is not None:
             item.add_marker(skip)
+        elif STRICT and item.path.name in NUMPY_PASS_ONLY:
+            item.add_marker(numpy_only)
 
 
 def _x64_on():

@@ -78,11 +78,11 @@ def test_gradient_compiled_and_in_a_compiled_loop(op_type, index):
 
     expected = [g.numpy() for g in vjp(f, *xs)]
     expected_jvp = [t.numpy() for t in jvp(f, *xs)]
-    compiled = tg.function(lambda *xs: (vjp(f, *xs), vjp(scanned, *xs), inside(*xs),
-                                        jvp(f, *xs), jvp(scanned, *xs)))(*xs)
-    # the inputs after the first closed over: constants of the program, whose derivatives
-    # meet the traced ones (a gradient rule must not copy a constant into the program)
-    compiled += tg.function(lambda x: (vjp(f, x, *xs[1:]), jvp(f, x, *xs[1:])))(xs[0])
+    # (last, the inputs after the first closed over: constants of the program, whose
+    # derivatives meet the traced ones: a gradient rule must not copy a constant into it)
+    compiled = tg.function(lambda *ys: (vjp(f, *ys), vjp(scanned, *ys), inside(*ys),
+                                        jvp(f, *ys), jvp(scanned, *ys), vjp(f, ys[0], *xs[1:]),
+                                        jvp(f, ys[0], *xs[1:])))(*xs)
     names = ("VJP compiled", "VJP through a compiled scan", "VJP inside a compiled scan",
              "JVP compiled", "JVP through a compiled scan",
              "VJP compiled, inputs after the first closed over",

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import tapegrad as tg  # imports every op module, filling the registry
+from conftest import on_strict_first_samples
 # The examples register their own ops (DigitsElu, StableLogSigmoid); import them here so the
 # cases do not depend on whether test_digits.py or test_dask.py was collected first (node ids of
 # a partial run must match a full run's).
@@ -221,7 +222,7 @@ def check_gradients_in_modes(op_type, args, attrs, positions):
             tg.test.check_gradients(tg.function(f), xs, order=2)
 
 
-@pytest.mark.parametrize("op_type, index, mixed", complex_cases())
+@pytest.mark.parametrize("op_type, index, mixed", on_strict_first_samples(complex_cases()))
 def test_complex_gradient_first_and_second_order(op_type, index, mixed):
     rng = np.random.default_rng([zlib.crc32(op_type.encode()), index, 2])
     sample = complex_sample(op_type, index, mixed, rng)
@@ -229,7 +230,7 @@ def test_complex_gradient_first_and_second_order(op_type, index, mixed):
         check_gradients_in_modes(op_type, *sample)
 
 
-@pytest.mark.parametrize("op_type, index", _cases())
+@pytest.mark.parametrize("op_type, index", on_strict_first_samples(_cases()))
 def test_gradient_first_and_second_order(op_type, index):
     opdef = tg.registered_ops()[op_type]
     if index is None:
