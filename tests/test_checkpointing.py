@@ -76,6 +76,7 @@ def test_revolve_plans_are_valid_and_optimal(s):
         assert replay.advances == forward_steps(n, s) == schedule.forward_steps(n), n
         assert replay.slots == schedule.slots(n) == (min(s, n - 1) if n >= 2 else 0), n
         assert replay.repetitions <= (repetitions(n, s) if n >= 2 else 0), n
+        assert len(schedule.plan(n)) <= max(4 * n - 2, n), n
 
 
 def test_every_step_counts():

@@ -8,14 +8,15 @@ order ``n-1, n-2, ..., 0``. A schedule's :meth:`Schedule.plan` says how, as a li
 :class:`Action`\\ s executed in order from ``x_0`` (the *current state* at the start; it is
 not in a slot unless the plan stores it):
 
-===================  ==============================================================================
-``ADVANCE(k)``       run ``k >= 1`` steps from the current state without recording: ``x_i -> x_{i+k}``
-``TAKESHOT(slot)``   store the current state, with its step index, in ``slot`` (overwriting it)
-``RESTORE(slot)``    make the state stored in ``slot`` current (the slot keeps it)
-``YOUTURN(i)``       the current state is ``x_i``: record step ``i`` from it and propagate the
-                     cotangent of ``x_{i+1}`` back through it to ``x_i``; the current state is
-                     then consumed (the next action is a ``RESTORE``, or the plan ends)
-===================  ==============================================================================
+==================  ========================================================================
+``ADVANCE(k)``      run ``k >= 1`` steps from the current state ``x_i`` without recording: it
+                    becomes ``x_{i+k}``
+``TAKESHOT(slot)``  store the current state, with its step index, in ``slot`` (overwriting it)
+``RESTORE(slot)``   make the state stored in ``slot`` current (the slot keeps it)
+``YOUTURN(i)``      the current state is ``x_i``: record step ``i`` from it and propagate the
+                    cotangent of ``x_{i+1}`` back through it to ``x_i``; the current state is
+                    then consumed (the next action is a ``RESTORE``, or the plan ends)
+==================  ========================================================================
 
 Revolve's FIRSTURN (the first reversal, of step ``n-1``, right after the forward sweep) is a
 ``YOUTURN`` here too. ``YOUTURN``'s argument is redundant (the current state's step index) but
@@ -24,13 +25,13 @@ of :meth:`Schedule.slots` rows.
 
 Costs. A plan evaluates ``n`` recorded steps (one per ``YOUTURN``) plus its ``ADVANCE`` steps.
 The fewest ``ADVANCE`` steps that reverse ``n`` steps with ``s`` slots are (Griewank 1992;
-Griewank & Walther 2000, Proposition 1)::
+Griewank & Walther 2000; revolve's ``numforw``)::
 
     p(n, s) = r*n - C(s + r, r - 1),   r >= 1 the smallest with C(s + r, s) >= n
 
 (:func:`forward_steps`); :class:`Revolve` attains it. The initial state ``x_0`` counts among
-the ``s`` stored states; the current state is held apart. ``p(n, s) / n`` (``r`` in brackets,
-the most times a step is advanced):
+the ``s`` stored states; the current state is held apart. ``p(n, s) / n``, with ``r`` (the
+most times Revolve advances one step) in parentheses:
 
 ==========  =============  ==============
 n           s = 10         s = 40
@@ -44,15 +45,16 @@ n           s = 10         s = 40
 ``p(1000, 40) = 2097``, ``p(10^4, 40) = 29097``, ``p(10^5, 40) = 386756``.)
 
 Choosing ``s``. Memory is ``s`` states (plus the current one and one step's residuals); time
-is ``n + p(n, s)`` step evaluations after the primal forward pass, against ``n`` for
-:class:`EveryStep`. Take the largest ``s`` whose states fit in memory: ``s >= n - 1`` costs
-no recomputation at all (``p = n - 1``, the store-all count); the cost per step grows only
-like ``r``, where ``n ~ C(s + r, s)``, so ``s`` of a few tens reverses ``10^5`` steps with
-about 4 evaluations per step. ``s = 1`` costs ``n (n - 1) / 2``.
+is ``n + p(n, s)`` step evaluations (forward sweep included), against ``2n - 1`` for
+:class:`EveryStep`, so ``p(n, s) - (n - 1)`` are recomputation. Take the largest ``s`` whose
+states fit in memory: ``s >= n - 1`` recomputes nothing (``p = n - 1``); beyond that the
+cost per step grows only like ``r``, where ``n ~ C(s + r, s)``, so a few tens of slots
+reverse ``10^5`` steps with about 4 advances per step. ``s = 1`` costs ``n (n - 1) / 2``.
 
 In a loop whose primal forward pass runs before the gradient is asked for (a scan), the plan's
-prefix up to its first ``YOUTURN`` is that forward pass: it stores the slots and ends at
-``x_{n-1}``, and the primal then runs step ``n-1`` once more for ``x_n``.
+prefix up to its first ``YOUTURN`` can be that pass: it fills the slots and ends at
+``x_{n-1}``; the primal also runs step ``n-1`` for ``x_n`` (one evaluation beyond the plan's
+count), and the first ``YOUTURN`` runs it again under the tape.
 
 Sources: A. Griewank, "Achieving logarithmic growth of temporal and spatial complexity in
 reverse automatic differentiation", Optimization Methods and Software 1(1):35-54, 1992 (the
@@ -125,7 +127,7 @@ def forward_steps(n, s):
     """The fewest forward step evaluations outside the reversals (``ADVANCE`` steps) that
     reverse ``n`` steps with ``s`` checkpoint slots: Griewank's ``p(n, s) = r*n - C(s + r,
     r - 1)``, ``r >= 1`` the smallest with ``C(s + r, s) >= n`` (Griewank 1992; Griewank &
-    Walther 2000, Proposition 1).
+    Walther 2000).
 
     Edge cases, from the formula and the model (module docstring): ``n = 0`` gives 0 (nothing
     to reverse; the formula would give -1); ``n = 1`` gives 0 (step 0 is reversed from
@@ -282,13 +284,17 @@ class Revolve(Schedule):
     possible, advances no step more than ``r`` times (``r`` as there), and uses
     ``min(s, n - 1)`` slots (0 for ``n <= 1``).
 
-    The plan (Griewank & Walther 2000, Section 3): to reverse ``l >= 2`` steps from ``x_a``
-    (stored) with ``c`` slots, advance ``m`` steps, store ``x_{a+m}`` (unless one step is
-    left), reverse the last ``l - m`` steps with ``c - 1`` slots, restore ``x_a`` and reverse
-    the first ``m`` with ``c``. With ``r`` the repetition number of ``(l, c)`` and ``b(c, r)
-    = C(c + r, c)``, any ``m`` with ``b(c, r-2) <= m <= b(c, r-1)`` and ``b(c-1, r-1) <= l - m
-    <= b(c-1, r)`` costs ``m + p(m, c) + p(l-m, c-1) = p(l, c)`` (Pascal's rule); this
-    takes the largest such ``m``.
+    The plan (the recursive binomial partition of Griewank & Walther 2000): to reverse
+    ``l >= 2`` steps from ``x_a`` (stored) with ``c`` slots, advance ``m`` steps, store
+    ``x_{a+m}`` (unless one step is left), reverse the last ``l - m`` steps with ``c - 1``
+    slots, restore ``x_a`` and reverse the first ``m`` with ``c``. With ``r`` the repetition
+    number of ``(l, c)`` and ``b(c, r) = C(c + r, c)`` (``b(c, -1) = 0``), any ``m >= 1`` with
+    ``b(c, r-2) <= m <= b(c, r-1)`` and ``b(c-1, r-1) <= l - m <= b(c-1, r)`` costs ``m +
+    p(m, c) + p(l-m, c-1) = p(l, c)`` (``p`` is linear with slope ``r - 1``, ``r`` on those
+    ranges; Pascal's rule); this takes the largest such ``m``. Slots are used as a stack: the
+    state stored at nesting depth ``k`` is in slot ``k``. The plan has at most ``4n - 2`` rows
+    (``n - 1`` splits of an ADVANCE, a RESTORE and at most one TAKESHOT, ``n`` YOUTURNs, the
+    first TAKESHOT): 392 143 for ``n = 10^5``, ``s = 40``, built in about a second.
 
     Args: ``s``: int ``>= 1``, the number of stored states (``x_0`` included). Raises
     TypeError/ValueError for a bad ``s``.
