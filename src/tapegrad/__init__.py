@@ -20,7 +20,7 @@ from ._tensor import Tensor
 from .ops.creation import constant, convert_to_tensor
 from ._variables import Variable
 from ._structural import provide as _provide
-from . import errors, tree_util
+from . import checkpointing, errors, tree_util
 from . import ops as _ops
 from .ops import *  # noqa: F403
 from . import custom_gradient as _cg
@@ -64,7 +64,7 @@ __all__ = [
     "config", "train", "function", "Function", "RetracingWarning", "TensorSpec",
     "ForwardAccumulator",
     "RegisterJVP", "jvp", "jacfwd", "Module", "name_scope", "to_jax", "from_jax", "saved_model",
-    "vmap", "vectorized_map", "tree_util",
+    "vmap", "vectorized_map", "tree_util", "checkpointing",
     *_cg.__all__, *_control_flow.__all__, "lax",
     *_transforms.__all__,
     "float16", "float32", "float64", "complex64", "complex128", "int8", "int16", "int32",
