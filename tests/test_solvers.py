@@ -460,3 +460,33 @@ def test_custom_root_errors_name_the_leaf_and_both_shapes():
         tg.lax.custom_root(lambda x: (x, x), guess, lambda f, x: x, lambda g, y: y)
     with pytest.raises(TypeError, match=r"solve returned initial_guess with shape \(\) "):
         tg.lax.custom_root(lambda x: x, guess, lambda f, x: tg.sum(x), lambda g, y: y)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("solver", ["cg", "gmres"])
+def test_a_tiny_float32_cotangent_gives_the_right_finite_gradient(solver, compiled):
+    # jax#40254: a preconditioned float32 CG's gradient was NaN for a loss scaled by 1e-20
+    # (r.r underflows, 0/0) and zero for 1e-30; the adjoint solve now runs on the cotangent
+    # divided by its largest magnitude
+    a = A0.astype(np.float32)
+    m = np.diag(1 / np.diag(A0)).astype(np.float32)
+    for scale in (1.0, 1e-20, 1e-30):
+        f = _maybe_compiled(tg.grad(lambda b: tg.sum(getattr(tg.linalg, solver)(
+            a, b, M=m, rtol=1e-6)[0]) * scale), compiled)
+        g = f(tg.constant(B0.astype(np.float32))).numpy()
+        assert g.dtype == np.float32
+        np.testing.assert_allclose(g, np.linalg.solve(A0.T, np.ones(6)) * scale, rtol=2e-5)
+
+
+@pytest.mark.parametrize("solver", ["cg", "gmres"])
+def test_the_adjoint_solve_takes_its_own_tolerances(solver):
+    def gradient(**options):
+        return tg.grad(lambda b: tg.sum(getattr(tg.linalg, solver)(
+            A0, b, rtol=1e-12, **options)[0] * tg.constant(C)))(tg.constant(B0)).numpy()
+
+    exact = np.linalg.solve(A0.T, C)
+    np.testing.assert_allclose(gradient(), exact, rtol=1e-10)
+    np.testing.assert_array_equal(gradient(adjoint_maxiter=0), np.zeros(6))  # no iteration
+    loose = gradient(adjoint_rtol=1e-2)
+    assert 1e-9 < np.abs(loose - exact).max() / np.abs(exact).max() < 1e-1
+    np.testing.assert_allclose(gradient(adjoint_atol=1e3), np.zeros(6))  # zeros: close enough

@@ -14,8 +14,9 @@ from ._tensor import Tensor
 from .ops.creation import convert_to_tensor
 from .lax import cond, custom_linear_solve, while_loop
 from .ops import (abs as _abs, arange, asarray, astype, expand_dims, eye, finfo, logical_not,
-                  matmul, matrix_transpose, maximum, minimum, ones, sqrt, sum as _sum, where,
-                  zeros_like)
+                  matmul, matrix_transpose, maximum, minimum, ones, ones_like, sqrt,
+                  sum as _sum, where, zeros_like)
+from .ops import max as _max
 from .ops.linalg_ext import solve as _dense_solve
 
 __all__ = ["cg", "gmres"]
@@ -42,7 +43,8 @@ def _norm(u):
     return sqrt(_dot(u, u))
 
 
-def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None):
+def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
+       adjoint_rtol=None, adjoint_atol=None, adjoint_maxiter=None):
     """Solve ``A x = b`` for a symmetric positive definite ``A`` by conjugate gradients
     (``scipy.sparse.linalg.cg``'s arguments and result).
 
@@ -56,13 +58,17 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
         maxiter: at most this many iterations (default ``10 n``).
         M: a preconditioner approximating ``A^{-1}``: a matrix or a function.
         callback: not supported (``ValueError``): a compiled loop cannot call back per step.
+        adjoint_rtol, adjoint_atol, adjoint_maxiter: the tolerances and iteration limit of
+            the gradient's solve (default: the forward's).
 
     Returns ``(x, info)``: ``x`` of ``b``'s shape and dtype, ``info`` a 0-d int Tensor, 0 on
     convergence and otherwise the number of iterations run (as SciPy). Gradients with respect
     to ``b`` and ``A``'s parameters are implicit (``tg.lax.custom_linear_solve`` with
     ``symmetric=True``): one CG solve with ``A`` again (Hestenes & Stiefel 1952 for the
-    iteration; the adjoint ``b_bar = A^{-1} x_bar``, ``A_bar = -b_bar x^T``), started from zeros.
-    ``x0`` gets no gradient. Raises ``ValueError`` for a non-square matrix or a callback.
+    iteration; the adjoint ``b_bar = A^{-1} x_bar``, ``A_bar = -b_bar x^T``), started from zeros,
+    on the cotangent divided by its largest magnitude and scaled back (:func:`_rescaled`), so
+    a tiny cotangent does not underflow. ``x0`` gets no gradient. Raises ``ValueError`` for a
+    non-square matrix or a callback.
     """
     if callback is not None:
         raise ValueError("tg.linalg.cg: callback is not supported; the iteration is one "
@@ -74,7 +80,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     limit = 10 * n if maxiter is None else int(maxiter)
     start = zeros_like(b) if x0 is None else astype(convert_to_tensor(x0), b.dtype)
 
-    def solve(op, rhs, start=start):
+    def solve(op, rhs, start=start, rtol=rtol, atol=atol, limit=limit):
         tol2 = maximum(rtol * rtol * _dot(rhs, rhs), atol * atol)  # squared norms compared
         r = rhs - op(start)
         z = precond(r)
@@ -98,10 +104,33 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
         info = where(_dot(r, r) > tol2, k, 0)
         return x, info
 
+    adjoint = _adjoint_options(rtol, atol, limit, adjoint_rtol, adjoint_atol, adjoint_maxiter)
+
     def adjoint_solve(op, rhs):  # from zeros, not x0: x0 guesses x, not the adjoint
-        return solve(op, rhs, zeros_like(rhs))
+        return _rescaled(lambda rhs, atol: solve(op, rhs, zeros_like(rhs), adjoint[0], atol,
+                                                 adjoint[2]), rhs, adjoint[1])
 
     return custom_linear_solve(matvec, b, solve, adjoint_solve, symmetric=True, has_aux=True)
+
+
+def _adjoint_options(rtol, atol, limit, adjoint_rtol, adjoint_atol, adjoint_maxiter):
+    """``(rtol, atol, iteration limit)`` of a gradient's solve: the ``adjoint_`` ones given,
+    else the forward's."""
+    return (rtol if adjoint_rtol is None else adjoint_rtol,
+            atol if adjoint_atol is None else adjoint_atol,
+            limit if adjoint_maxiter is None else int(adjoint_maxiter))
+
+
+def _rescaled(solve, rhs, atol):
+    """``solve(rhs / s, atol / s) * s`` with ``s`` the largest ``|rhs_i|`` (1 if ``rhs`` is
+    zero), returning ``(x, info)``: the solve of a linear system is homogeneous, but its inner
+    products are not safe at any scale: a float32 cotangent of 1e-20 has ``r.r`` below the
+    smallest float32 and CG's step ``r.z / p.Ap`` becomes 0/0 (jax#40254); the absolute
+    tolerance stays the caller's, in the caller's units."""
+    s = _max(_abs(rhs))
+    s = where(s > 0, s, ones_like(s))
+    x, info = solve(rhs / s, atol / s)
+    return x * s, info
 
 
 def _vector(b, where_):
@@ -226,7 +255,8 @@ def _gmres(op, pre, rhs, start, rtol, atol, m, limit):
 
 
 def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=None,
-          callback=None, callback_type=None):
+          callback=None, callback_type=None, adjoint_rtol=None, adjoint_atol=None,
+          adjoint_maxiter=None):
     """Solve ``A x = b`` for a general (non-symmetric) ``A`` by restarted GMRES
     (``scipy.sparse.linalg.gmres``'s arguments and result).
 
@@ -244,6 +274,8 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
             is on ``b - A x``.
         callback, callback_type: not supported (``ValueError``): a compiled loop cannot call
             back per step.
+        adjoint_rtol, adjoint_atol, adjoint_maxiter: the tolerances and restart-cycle limit
+            of the gradient's solve (default: the forward's).
 
     Returns ``(x, info)``: ``x`` of ``b``'s shape and dtype, ``info`` a 0-d int32 Tensor, 0 on
     convergence and otherwise ``maxiter`` (as SciPy, also when a breakdown stopped it
@@ -256,8 +288,10 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
     Gradients with respect to ``b`` and ``A``'s parameters are implicit
     (``tg.lax.custom_linear_solve``): one GMRES solve with the transposed operator, ``A^T``
     (a matrix's transpose, or one reverse pass through the function) preconditioned by
-    ``M^T``, from zeros; the adjoint ``b_bar = A^{-T} x_bar``, ``A_bar = -b_bar x^T``. They
-    are as accurate as that solve, so use a small ``rtol``. ``x0`` gets no gradient.
+    ``M^T``, from zeros, on the cotangent divided by its largest magnitude and scaled back
+    (a tiny cotangent does not underflow); the adjoint ``b_bar = A^{-T} x_bar``,
+    ``A_bar = -b_bar x^T``. They are as accurate as that solve, so use a small ``rtol`` (or
+    ``adjoint_rtol``). ``x0`` gets no gradient.
 
     Raises ``ValueError`` for a callback, an unknown ``callback_type``, a ``b`` that is not a
     vector, a non-square ``A`` or ``M``, or one whose size is not ``b``'s.
@@ -290,7 +324,11 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
     def solve(op, rhs):
         return _gmres(op, precond, rhs, start, rtol, atol, m, limit)
 
+    adjoint = _adjoint_options(rtol, atol, limit, adjoint_rtol, adjoint_atol, adjoint_maxiter)
+
     def transpose_solve(op, rhs):
-        return _gmres(op, precond_t, rhs, zeros_like(rhs), rtol, atol, m, limit)
+        return _rescaled(lambda rhs, atol: _gmres(op, precond_t, rhs, zeros_like(rhs),
+                                                  adjoint[0], atol, m, adjoint[2]),
+                         rhs, adjoint[1])
 
     return custom_linear_solve(matvec, b, solve, transpose_solve, has_aux=True)
