@@ -490,3 +490,32 @@ def test_the_adjoint_solve_takes_its_own_tolerances(solver):
     loose = gradient(adjoint_rtol=1e-2)
     assert 1e-9 < np.abs(loose - exact).max() / np.abs(exact).max() < 1e-1
     np.testing.assert_allclose(gradient(adjoint_atol=1e3), np.zeros(6))  # zeros: close enough
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_cg_solves_a_complex_hermitian_system_and_differentiates_it(compiled):
+    # it raised "op type 'Maximum' ... defined for real numbers only", naming no solver
+    rng = np.random.default_rng(1)
+    q = rng.normal(size=(6, 6)) + 1j * rng.normal(size=(6, 6))
+    a = q @ q.conj().T + 6 * np.eye(6)
+    b, c = rng.normal(size=(2, 6)) + 1j * rng.normal(size=(2, 6))
+    for m in (None, np.diag(1 / np.diag(a).real).astype(complex)):
+        x, info = tg.linalg.cg(a, b, rtol=1e-12, M=m)
+        assert int(info) == 0
+        np.testing.assert_allclose(x.numpy(), np.linalg.solve(a, b), rtol=1e-10)
+
+        def loss(solve):
+            return lambda b: tg.real(tg.sum(solve(b) * tg.constant(c)))
+
+        g = _maybe_compiled(tg.grad(loss(lambda b: tg.linalg.cg(a, b, rtol=1e-12, M=m)[0])),
+                            compiled)(tg.constant(b))
+        dense = tg.grad(loss(lambda b: tg.linalg.solve(tg.constant(a), b)))(tg.constant(b))
+        np.testing.assert_allclose(g.numpy(), dense.numpy(), rtol=1e-10)
+        # tapegrad's (TensorFlow's) convention: the conjugate of d loss / d b
+        np.testing.assert_allclose(g.numpy(), np.conj(np.linalg.solve(a.T, c)), rtol=1e-10)
+
+
+def test_gmres_of_a_complex_system_says_it_is_not_supported():
+    with pytest.raises(TypeError, match=r"tg.linalg.gmres: complex systems are not supported "
+                                        r"yet .* use tg.linalg.cg"):
+        tg.linalg.gmres(np.eye(3), np.ones(3) + 1j)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _backend
 from . import control_flow as _cf
 from ._tensor import Tensor
 from .ops.creation import convert_to_tensor
@@ -16,6 +17,7 @@ from .lax import cond, custom_linear_solve, while_loop
 from .ops import (abs as _abs, arange, asarray, astype, expand_dims, eye, finfo, logical_not,
                   matmul, matrix_transpose, maximum, minimum, ones, ones_like, sqrt,
                   sum as _sum, where, zeros_like)
+from .ops import conj, real
 from .ops import max as _max
 from .ops.linalg_ext import solve as _dense_solve
 
@@ -43,20 +45,32 @@ def _norm(u):
     return sqrt(_dot(u, u))
 
 
+def _inner(u, v):
+    """``u^H v``: the inner product of complex vectors (``u^T v`` for real ones)."""
+    return _sum(conj(u) * v) if _backend.np_dtype(u.dtype).kind == "c" else _sum(u * v)
+
+
+def _squared(u):
+    """``||u||^2``, real for a complex ``u`` too."""
+    return real(_inner(u, u)) if _backend.np_dtype(u.dtype).kind == "c" else _sum(u * u)
+
+
 def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
        adjoint_rtol=None, adjoint_atol=None, adjoint_maxiter=None):
-    """Solve ``A x = b`` for a symmetric positive definite ``A`` by conjugate gradients
-    (``scipy.sparse.linalg.cg``'s arguments and result).
+    """Solve ``A x = b`` for a symmetric (complex: Hermitian) positive definite ``A`` by
+    conjugate gradients (``scipy.sparse.linalg.cg``'s arguments and result).
 
     Args:
         A: an ``(n, n)`` matrix (Tensor or array) or a function ``v -> A v`` of an ``(n,)``
             Tensor (matrix-free operators: a stencil, an FFT); it may read tensors and
             Variables, which get gradients.
-        b: the ``(n,)`` floating right-hand side.
+        b: the ``(n,)`` floating right-hand side, real or complex (inner products are then
+            ``u^H v``, as SciPy's and JAX's).
         x0: the starting guess (default zeros).
         rtol, atol: stop when ``||r|| <= max(rtol * ||b||, atol)``.
         maxiter: at most this many iterations (default ``10 n``).
-        M: a preconditioner approximating ``A^{-1}``: a matrix or a function.
+        M: a preconditioner approximating ``A^{-1}``: a matrix or a function (symmetric or
+            Hermitian positive definite, as ``A``).
         callback: not supported (``ValueError``): a compiled loop cannot call back per step.
         adjoint_rtol, adjoint_atol, adjoint_maxiter: the tolerances and iteration limit of
             the gradient's solve (default: the forward's).
@@ -81,27 +95,27 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     start = zeros_like(b) if x0 is None else astype(convert_to_tensor(x0), b.dtype)
 
     def solve(op, rhs, start=start, rtol=rtol, atol=atol, limit=limit):
-        tol2 = maximum(rtol * rtol * _dot(rhs, rhs), atol * atol)  # squared norms compared
+        tol2 = maximum(rtol * rtol * _squared(rhs), atol * atol)  # squared norms compared
         r = rhs - op(start)
         z = precond(r)
-        init = (start, r, z, _dot(r, z), convert_to_tensor(np.int32(0)))
+        init = (start, r, z, _inner(r, z), convert_to_tensor(np.int32(0)))
 
         def go(c):  # without M, r.z is r.r: no second reduction per step (as JAX's cg)
-            rr = c[3] if M is None else _dot(c[1], c[1])
+            rr = real(c[3]) if M is None else _squared(c[1])
             return (rr > tol2) & (c[4] < limit)
 
         def step(c):
             x, r, p, rz, k = c
             ap = op(p)
-            alpha = rz / _dot(p, ap)
+            alpha = rz / _inner(p, ap)
             x = x + alpha * p
             r = r - alpha * ap
             z = precond(r)
-            rz_new = _dot(r, z)
+            rz_new = _inner(r, z)
             return x, r, z + (rz_new / rz) * p, rz_new, k + 1
 
         x, r, _, _, k = while_loop(go, step, init)
-        info = where(_dot(r, r) > tol2, k, 0)
+        info = where(_squared(r) > tol2, k, 0)
         return x, info
 
     adjoint = _adjoint_options(rtol, atol, limit, adjoint_rtol, adjoint_atol, adjoint_maxiter)
@@ -264,7 +278,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
         A: an ``(n, n)`` matrix (Tensor or array) or a function ``v -> A v`` of an ``(n,)``
             Tensor; it may read tensors and Variables, which get gradients.
         b: the ``(n,)`` real floating right-hand side; ``x`` has its dtype (float32 or
-            float64).
+            float64). A complex one raises ``TypeError`` (not supported yet).
         x0: the starting guess (default zeros).
         rtol, atol: stop when ``||b - A x|| <= max(rtol * ||b||, atol)``.
         restart: the Krylov dimension built between restarts (default ``min(20, n)``).
@@ -304,6 +318,11 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
         raise ValueError(f"{where_}: unknown callback_type {callback_type!r} (SciPy's are "
                          "'x', 'pr_norm' and 'legacy'; none is supported here)")
     b = _vector(b, where_)
+    if _backend.np_dtype(b.dtype).kind == "c":
+        raise TypeError(f"{where_}: complex systems are not supported yet (b has dtype "
+                        f"{_backend.np_dtype(b.dtype)}); for a Hermitian positive definite A use "
+                        "tg.linalg.cg, else solve the real system [[Re A, -Im A], [Im A, Re A]] "
+                        "[Re x; Im x] = [Re b; Im b] of twice the size")
     n = int(b.shape[0])
     matvec = _operator(A, where_)
     _check_size(A, n, where_, "A")
