@@ -34,9 +34,11 @@ Without it the gradient raises ``ValueError``; forward mode always works.
 from __future__ import annotations
 
 
+import warnings
+
 import numpy as np
 
-from . import _backend, _records, config
+from . import _backend, _records, checkpointing, config
 from ._pytree import leaf_paths as _paths
 from ._pytree import show, tree_flatten, tree_unflatten
 from ._registry import Sample, construct, construct_call
@@ -1240,9 +1242,10 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     return out[0] if single else type(loop_vars)(out)
 
 
-def _scan(where, f, init, xs, length, reverse, unroll):
+def _scan(where, f, init, xs, length, reverse, unroll, checkpoints=None):
     """JAX's scan: ``(carry, ys)`` of ``f(carry, x) -> (carry, y)`` over the leading axis of
-    the pytree ``xs``."""
+    the pytree ``xs``; ``checkpoints``: see :func:`tapegrad.lax.scan`."""
+    schedule = _schedule(where, checkpoints)
     c_leaves, c_structure = tree_flatten(init)
     c_leaves = [convert_to_tensor(x) for x in c_leaves]
     x_leaves, x_structure = tree_flatten(xs)
@@ -1279,26 +1282,133 @@ def _scan(where, f, init, xs, length, reverse, unroll):
                 [convert_to_tensor(a) for a in y_leaves])
 
     if _compiled([*c_leaves, *x_leaves]):
+        if schedule is not None:
+            warnings.warn(f"{where}: checkpoints= takes effect eagerly only for now; compiled, "
+                          "the scan keeps the carry entering each step for its gradient",
+                          stacklevel=3)
         c_out, ys = _scan_flat(flat_step, c_leaves, x_leaves, n, reverse, unroll, where,
                                c_names)
         return tree_unflatten(c_structure, c_out), tree_unflatten(y_structure["s"], ys)
-    cs, per_step = c_leaves, [None] * n
-    for i in (range(n - 1, -1, -1) if reverse else range(n)):
-        new, y = flat_step(cs, [x[i] for x in x_leaves])
-        for name, a, b in zip(c_names, cs, new):
-            if _spec(a) != _spec(b):
-                raise _carry_changed(where, name, _spec(b), _spec(a))
-        cs, per_step[i] = new, y
-    if n == 0:  # the ys' shapes from one call, whose results are dropped
-        _, y = flat_step(cs, [zeros(tuple(x.shape[1:]), dtype=x.dtype) for x in x_leaves])
-        ys = [zeros((0, *t.shape), dtype=t.dtype) for t in y]
+
+    def run(cs):  # the eager loop: (final carries, stacked ys)
+        per_step = [None] * n
+        for i in (range(n - 1, -1, -1) if reverse else range(n)):
+            new, y = flat_step(cs, [x[i] for x in x_leaves])
+            for name, a, b in zip(c_names, cs, new):
+                if _spec(a) != _spec(b):
+                    raise _carry_changed(where, name, _spec(b), _spec(a))
+            cs, per_step[i] = new, y
+        if n == 0:  # the ys' shapes from one call, whose results are dropped
+            _, y = flat_step(cs, [zeros(tuple(x.shape[1:]), dtype=x.dtype) for x in x_leaves])
+            return cs, [zeros((0, *t.shape), dtype=t.dtype) for t in y]
+        return cs, [stack([s[k] for s in per_step]) for k in range(len(per_step[0]))]
+
+    if schedule is None or n == 0 or not _records.trace_entries():
+        cs, ys = run(c_leaves)
     else:
-        ys = [stack([s[k] for s in per_step]) for k in range(len(per_step[0]))]
+        cs, ys = _scan_checkpointed(where, run, flat_step, c_leaves, x_leaves, n, reverse,
+                                    schedule, c_names)
     return tree_unflatten(c_structure, cs), tree_unflatten(y_structure["s"], ys)
 
 
+def _schedule(where, checkpoints):
+    """The :class:`~tapegrad.checkpointing.Schedule` that ``checkpoints`` names (an int: that
+    many slots of :class:`~tapegrad.checkpointing.Revolve`), or ``None`` for one carry per
+    step (``None`` or ``EveryStep()``)."""
+    if checkpoints is None or isinstance(checkpoints, checkpointing.EveryStep):
+        return None
+    if isinstance(checkpoints, checkpointing.Schedule):
+        return checkpoints
+    if isinstance(checkpoints, (int, np.integer)) and not isinstance(checkpoints, bool):
+        return checkpointing.Revolve(int(checkpoints))
+    raise TypeError(f"{where}: checkpoints must be None, an int (the carries to store) or a "
+                    f"tg.checkpointing schedule (Revolve(s), EveryStep()), got "
+                    f"{type(checkpoints).__name__} {checkpoints!r}")
+
+
+def _scan_checkpointed(where, run, flat_step, carries, xs, n, reverse, schedule, names):
+    """An eager scan recorded as one ``Scan`` op whose gradient replays the steps on
+    ``schedule``: the forward ``run(carries)`` records nothing and keeps only the outputs;
+    the gradient interprets ``schedule.plan(n)`` (:mod:`tapegrad.checkpointing`), holding at
+    most its slots' carries and recording one step at a time, under a tape, for each
+    ``YOUTURN``. So the step runs ``n`` times forward and ``p(n, s) + n`` times for the
+    gradient (``checkpointing.forward_steps``), with the memory of ``s`` carries and one step."""
+    observer = _Captures()
+    live = visible_variables()
+    before = [v._value for v in live]
+    with _records.trace_stack([observer]):
+        c_out, ys = run(carries)
+    c_out, ys = _fresh(c_out), _fresh(ys)  # an output that is an input or capture as it is
+    assigned = [v for v, b in zip(live, before) if v._value is not b]
+    if assigned:
+        raise ValueError(f"{where}: with checkpoints= the body must assign no Variable (it "
+                         f"assigned {_describe_capture(assigned[0])}): its gradient runs the "
+                         "steps again. Carry the value as a loop variable instead")
+    mine = {t._id for t in (*carries, *xs)}
+    captures = [c for i, c in observer.found.items() if i not in mine]
+    order = list(range(n - 1, -1, -1)) if reverse else list(range(n))  # step t's slice
+    nc, nx = len(carries), len(xs)
+    fc = [k for k in range(nc) if _backend.is_floating(carries[k].dtype)]
+    fx = [k for k in range(nx) if _backend.is_floating(xs[k].dtype)]
+    fy = [j for j in range(len(ys)) if _backend.is_floating(ys[j].dtype)]
+    fk = [k for k in range(len(captures)) if _backend.is_floating(captures[k].dtype)]
+
+    def grad(op, *dys):
+        gc = [dys[k] if dys[k] is not None else zeros_like(c_out[k]) for k in fc]
+        gk = [zeros_like(captures[k]) for k in fk]
+        gx = [[None] * n for _ in fx]
+        state, t, slots = list(carries), 0, {}
+        for kind, arg in schedule.plan(n):
+            if kind == checkpointing.ADVANCE:
+                for _ in range(arg):
+                    state, t = flat_step(state, [x[order[t]] for x in xs])[0], t + 1
+            elif kind == checkpointing.TAKESHOT:
+                slots[arg] = state, t
+            elif kind == checkpointing.RESTORE:
+                state, t = slots[arg]
+            else:  # YOUTURN: step t again, recorded, and the cotangents back through it
+                i = order[t]
+                x_t = [x[i] for x in xs]
+                sources = [*[state[k] for k in fc], *[x_t[k] for k in fx],
+                           *[captures[k] for k in fk]]
+                dy = [dys[nc + j][i] if dys[nc + j] is not None else zeros_like(ys[j][i])
+                      for j in fy]
+                with GradientTape(watch_accessed_variables=False) as tape:
+                    tape.watch(sources)
+                    c2, y = _guarded(lambda: flat_step(state, x_t), [*state, *x_t], captures,
+                                     where)
+                g = tape.gradient([*[c2[k] for k in fc], *[y[j] for j in fy]], sources,
+                                  output_gradients=[*gc, *dy], unconnected_gradients=_ZERO)
+                n1, n2 = len(fc), len(fc) + len(fx)
+                gc = g[:n1]
+                for column, gi in zip(gx, g[n1:n2]):
+                    column[i] = gi
+                gk = [a + b for a, b in zip(gk, g[n2:])]
+        out = [None] * (nc + nx + len(captures))
+        for i, k in enumerate(fc):
+            out[k] = gc[i]
+        for column, k in zip(gx, fx):
+            out[nc + k] = stack(column) if n else zeros_like(xs[k])
+        for i, k in enumerate(fk):
+            out[nc + nx + k] = gk[i]
+        return out
+
+    def jvp(op, *ts):  # forward mode: the loop again under an accumulator (no memory issue)
+        given = [k for k, t in enumerate(ts) if t is not None]
+        inputs = [*carries, *xs, *captures]
+        with ForwardAccumulator([inputs[k] for k in given], [ts[k] for k in given]) as acc:
+            c2, y2 = run(carries)
+        return tuple(acc.jvp(o, _ZERO) if _backend.is_floating(o.dtype) else None
+                     for o in (*c2, *y2))
+
+    in_names = [*names, *[f"xs[{k}]" for k in range(nx)],
+                *[f"captured {_describe_capture(c)}" for c in captures]]
+    _record("Scan", in_names, [*carries, *xs, *captures], [*c_out, *ys], grad, jvp)
+    return c_out, ys
+
+
 def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True,
-         swap_memory=False, infer_shape=True, reverse=False, name=None):
+         swap_memory=False, infer_shape=True, reverse=False, name=None, checkpoints=None):
     """The running values of ``a = fn(a, x)`` over the leading axis of ``elems``
     (TensorFlow 2's ``tf.scan``).
 
@@ -1309,6 +1419,7 @@ def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True,
         initializer: the first accumulated value; without it ``elems``' first element is, and
             the scan runs over the rest.
         reverse: scan from the last element to the first.
+        checkpoints: as :func:`tapegrad.lax.scan`'s.
 
     Returns the stacked accumulated values, of leading size ``n``. Differentiable in both
     modes, compiled as one ``lax.scan``. Raises ``ValueError`` for scanned arrays of different
@@ -1317,7 +1428,7 @@ def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True,
     """
     if initializer is None:
         init, rest = _first_and_rest("tg.scan", elems, reverse)
-        ys = scan(fn, rest, init, reverse=reverse)
+        ys = scan(fn, rest, init, reverse=reverse, checkpoints=checkpoints)
         y_leaves, y_structure = tree_flatten(ys)
         i_leaves = tree_flatten(init)[0]
         joined = [_concat_first(convert_to_tensor(a), b, reverse)
@@ -1328,7 +1439,7 @@ def scan(fn, elems, initializer=None, parallel_iterations=10, back_prop=True,
         a = fn(a, x)
         return a, a
 
-    return _scan("tg.scan", step, initializer, elems, None, reverse, 1)[1]
+    return _scan("tg.scan", step, initializer, elems, None, reverse, 1, checkpoints)[1]
 
 
 def _first_and_rest(where, elems, reverse):

@@ -25,7 +25,7 @@ __all__ = ["scan", "fori_loop", "while_loop", "cond", "switch", "map", "custom_l
            "custom_root", "optimization_barrier"]
 
 
-def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
+def scan(f, init, xs=None, length=None, reverse=False, unroll=1, checkpoints=None):
     """Loop ``carry, y = f(carry, x)`` over the leading axis of ``xs`` (``jax.lax.scan``).
 
     Args:
@@ -35,15 +35,26 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
         length: ``n`` when ``xs`` is ``None`` (or a check of it).
         reverse: run from the last slice to the first (``ys`` stay in ``xs``' order).
         unroll: passed to ``jax.lax.scan`` when compiled.
+        checkpoints: how the gradient gets the carry entering each step. ``None`` (or
+            ``tg.checkpointing.EveryStep()``): eagerly the tape records every step, compiled
+            the scan keeps every carry. An int ``s`` (``tg.checkpointing.Revolve(s)``) or
+            another ``tg.checkpointing.Schedule``: eagerly the scan is recorded as one op that
+            keeps only its outputs, and its gradient replays the steps on the binomial
+            schedule (Griewank & Walther 2000), holding at most ``s`` carries and one step's
+            record: ``n + checkpointing.forward_steps(n, s)`` step evaluations for the
+            gradient (``n`` with ``s >= n - 1``), the fewest possible with ``s`` carries.
+            The body must then assign no Variable. Compiled, it is not used yet (a
+            ``UserWarning`` says so; every carry is kept).
 
     Returns ``(carry, ys)``: the final carry and the ``y`` of every step stacked on a new
     leading axis of size ``n``. Compiled, the reverse pass recomputes each step from the carry
     that entered it (only the carries are kept, as ``jax.checkpoint`` of the step keeps).
     Raises ``ValueError`` for arrays of different leading sizes (naming them) or nothing to
-    scan over; ``TypeError`` when ``f`` does not return a pair or changes the carry's
-    structure, shape or dtype (naming the carry leaf and both shapes).
+    scan over, and for a body that assigns a Variable under ``checkpoints``; ``TypeError``
+    when ``f`` does not return a pair or changes the carry's structure, shape or dtype
+    (naming the carry leaf and both shapes), or for a ``checkpoints`` of another type.
     """
-    return _cf._scan("tg.lax.scan", f, init, xs, length, reverse, unroll)
+    return _cf._scan("tg.lax.scan", f, init, xs, length, reverse, unroll, checkpoints)
 
 
 def _concrete_int(x):

@@ -1,0 +1,126 @@
+"""tg.lax.scan(..., checkpoints=s) eagerly: the gradient replays the steps on the binomial
+schedule (tg.checkpointing.Revolve) and equals the store-all one exactly, with exactly
+n + p(n, s) + n step evaluations, and the tape holds one record for the whole loop."""
+import warnings
+
+import numpy as np
+import pytest
+
+import tapegrad as tg
+
+W = np.array([0.9, 1.1, 1.3])
+H0 = np.array([0.2, -0.1, 0.4])
+
+
+def _problem(n, checkpoints, reverse=False, calls=None):
+    """A loss of (h, xs, w): a nonlinear recurrence with a captured parameter, slices and ys."""
+    weights = tg.linspace(0.5, 1.5, n) if n else tg.zeros((0,))
+
+    def loss(h, xs, w):
+        def step(c, x):
+            if calls is not None:
+                calls.append(1)
+            c2 = tg.sin(c * w) + x
+            return c2, tg.sum(c2 ** 2)
+        c, ys = tg.lax.scan(step, h, xs, reverse=reverse, checkpoints=checkpoints)
+        return tg.sum(c) + tg.sum(ys * weights)
+    return loss
+
+
+def _args(n):
+    return (tg.constant(H0), tg.constant(np.linspace(0.1, 1.0, 3 * n).reshape(n, 3)),
+            tg.constant(W))
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("s", [1, 2, 3, 10, 40])
+def test_every_schedule_gives_the_store_all_gradient_with_the_predicted_evaluations(s, reverse):
+    for n in [*range(0, 41), 100, 200]:
+        if s == 1 and n > 60:
+            continue  # n (n - 1) / 2 advances
+        want = tg.grad(_problem(n, None, reverse), argnums=(0, 1, 2))(*_args(n))
+        calls = []
+        got = tg.grad(_problem(n, s, reverse, calls), argnums=(0, 1, 2))(*_args(n))
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-14,
+                                       err_msg=f"n={n}, s={s}")
+        forward = max(n, 1)  # n == 0 runs the body once for the ys' shapes
+        assert len(calls) == forward + tg.checkpointing.forward_steps(n, s) + n, (n, s)
+
+
+def test_the_tape_keeps_one_record_for_the_loop():
+    h, xs, w = _args(50)
+    with tg.GradientTape() as tape:
+        tape.watch([h, w])
+        c, _ = tg.lax.scan(lambda c, x: (tg.sin(c * w) + x, None), h, xs, checkpoints=4)
+        loss = tg.sum(c)
+    assert [op.type for op in tape.operations] == ["Scan", "Sum"]
+    with tg.GradientTape() as full:
+        full.watch([h, w])
+        c, _ = tg.lax.scan(lambda c, x: (tg.sin(c * w) + x, None), h, xs)
+        loss_all = tg.sum(c)
+    assert len(full.operations) > 150  # one record per op per step
+    for a, b in zip(tape.gradient(loss, [h, w]), full.gradient(loss_all, [h, w])):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12)
+
+
+def test_second_order_forward_mode_and_variables_equal_the_store_all_loop():
+    h, xs, w = _args(12)
+    v = tg.Variable(np.array([0.3, 0.2, 0.1]))
+
+    def loss(ck):
+        def f(w):
+            step = lambda c, x: (tg.sin(c * w) + x * v, tg.cos(c))  # noqa: E731
+            return tg.sum(tg.lax.scan(step, h, xs, checkpoints=ck)[1] ** 2)
+        return f
+
+    for transform in (tg.hessian, lambda f: lambda w: tg.jvp(f, (w,), (h,))[1],
+                      lambda f: lambda w: tg.hvp(f, (w,), (h,))):
+        np.testing.assert_allclose(transform(loss(3))(w).numpy(),
+                                   transform(loss(None))(w).numpy(), rtol=1e-12)
+    with tg.GradientTape() as tape:
+        y = loss(2)(w)
+    with tg.GradientTape() as tape_all:
+        y_all = loss(None)(w)
+    np.testing.assert_allclose(tape.gradient(y, v).numpy(), tape_all.gradient(y_all, v).numpy(),
+                               rtol=1e-12)
+
+
+def test_tf_scan_and_schedule_objects_take_checkpoints():
+    xs = tg.constant(np.linspace(0.1, 1.0, 20))
+    f = lambda ck: lambda x: tg.sum(tg.scan(lambda a, e: tg.sin(a) + e, x, checkpoints=ck))  # noqa: E731
+    want = tg.grad(f(None))(xs).numpy()
+    for ck in (3, tg.checkpointing.Revolve(5), tg.checkpointing.EveryStep()):
+        np.testing.assert_allclose(tg.grad(f(ck))(xs).numpy(), want, rtol=1e-12)
+
+
+def test_checkpoint_errors_and_the_compiled_warning():
+    h, xs, w = _args(4)
+    with pytest.raises(TypeError, match=r"tg.lax.scan: checkpoints must be None, an int .* "
+                                        r"got str 'all'"):
+        tg.lax.scan(lambda c, x: (c, None), h, xs, checkpoints="all")
+    counter = tg.Variable(0.0)
+
+    def counting(c, x):
+        counter.assign_add(1.0)
+        return c + x, None
+
+    with tg.GradientTape() as tape:
+        tape.watch(h)
+        with pytest.raises(ValueError, match=r"with checkpoints= the body must assign no "
+                                             r"Variable .* Carry the value as a loop variable"):
+            tg.lax.scan(counting, h, xs, checkpoints=2)
+    jax = pytest.importorskip("jax")  # noqa: F841
+    if tg._backend.default_namespace().__name__.startswith("array_api_strict"):
+        return
+    f = tg.function(tg.grad(lambda w: tg.sum(tg.lax.scan(
+        lambda c, x: (tg.sin(c * w) + x, None), h, xs, checkpoints=2)[0])))
+    with pytest.warns(UserWarning, match="checkpoints= takes effect eagerly only for now"):
+        got = f(w)
+    want = tg.grad(lambda w: tg.sum(tg.lax.scan(
+        lambda c, x: (tg.sin(c * w) + x, None), h, xs)[0]))(w)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tg.grad(lambda w: tg.sum(tg.lax.scan(lambda c, x: (tg.sin(c * w) + x, None), h, xs,
+                                             checkpoints=2)[0]))(w)  # eagerly: no warning
