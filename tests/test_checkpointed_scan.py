@@ -1,8 +1,6 @@
-"""tg.lax.scan(..., checkpoints=s) eagerly: the gradient replays the steps on the binomial
-schedule (tg.checkpointing.Revolve) and equals the store-all one exactly, with exactly
-n + p(n, s) + n step evaluations, and the tape holds one record for the whole loop."""
-import warnings
-
+"""tg.lax.scan(..., checkpoints=s): the gradient replays the steps on the binomial schedule
+(tg.checkpointing.Revolve) and equals the store-all one; eagerly with exactly n + p(n, s) + n
+step evaluations and one tape record for the whole loop, compiled with the body traced twice."""
 import numpy as np
 import pytest
 
@@ -94,7 +92,7 @@ def test_tf_scan_and_schedule_objects_take_checkpoints():
         np.testing.assert_allclose(tg.grad(f(ck))(xs).numpy(), want, rtol=1e-12)
 
 
-def test_checkpoint_errors_and_the_compiled_warning():
+def test_checkpoint_errors():
     h, xs, w = _args(4)
     with pytest.raises(TypeError, match=r"tg.lax.scan: checkpoints must be None, an int .* "
                                         r"got str 'all'"):
@@ -110,17 +108,53 @@ def test_checkpoint_errors_and_the_compiled_warning():
         with pytest.raises(ValueError, match=r"with checkpoints= the body must assign no "
                                              r"Variable .* Carry the value as a loop variable"):
             tg.lax.scan(counting, h, xs, checkpoints=2)
-    jax = pytest.importorskip("jax")  # noqa: F841
+
+
+def _compiled_only():
+    pytest.importorskip("jax")
     if tg._backend.default_namespace().__name__.startswith("array_api_strict"):
-        return
-    f = tg.function(tg.grad(lambda w: tg.sum(tg.lax.scan(
-        lambda c, x: (tg.sin(c * w) + x, None), h, xs, checkpoints=2)[0])))
-    with pytest.warns(UserWarning, match="checkpoints= takes effect eagerly only for now"):
-        got = f(w)
-    want = tg.grad(lambda w: tg.sum(tg.lax.scan(
-        lambda c, x: (tg.sin(c * w) + x, None), h, xs)[0]))(w)
-    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        tg.grad(lambda w: tg.sum(tg.lax.scan(lambda c, x: (tg.sin(c * w) + x, None), h, xs,
-                                             checkpoints=2)[0]))(w)  # eagerly: no warning
+        pytest.skip("compiled programs run on JAX's arrays: the NumPy run covers them")
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_compiled_gradients_replay_the_schedule_and_equal_the_store_all_ones(reverse):
+    _compiled_only()
+    for n in (1, 2, 5, 13, 40):
+        want = tg.grad(_problem(n, None, reverse), argnums=(0, 1, 2))(*_args(n))
+        for s in (1, 3, 10):
+            calls = []
+            got = tg.function(tg.grad(_problem(n, s, reverse, calls), argnums=(0, 1, 2)))(
+                *_args(n))
+            assert len(calls) == 2  # the forward's trace and the step's VJP's
+            for a, b in zip(got, want):
+                np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-14,
+                                           err_msg=f"n={n}, s={s}")
+
+
+def test_compiled_higher_orders_through_a_checkpointed_scan_equal_the_store_all_ones():
+    _compiled_only()
+    h, xs, w = _args(9)
+
+    def loss(ck):
+        return lambda w: tg.sum(tg.lax.scan(lambda c, x: (tg.sin(c * w) + x, tg.cos(c)), h, xs,
+                                            checkpoints=ck)[1] ** 2)
+
+    for transform in (tg.hessian, lambda f: lambda w: tg.hvp(f, (w,), (h,)),
+                      lambda f: tg.grad(lambda w: tg.sum(tg.grad(f)(w) ** 2))):
+        np.testing.assert_allclose(tg.function(transform(loss(2)))(w).numpy(),
+                                   transform(loss(None))(w).numpy(), rtol=1e-11)
+
+
+def test_fori_loop_takes_checkpoints_with_known_bounds():
+    x = tg.constant(H0)
+    f = lambda ck: lambda x: tg.sum(tg.lax.fori_loop(  # noqa: E731
+        0, 25, lambda i, v: tg.sin(v) * 1.1 + tg.astype(i, tg.float64) * 0.01, x,
+        checkpoints=ck))
+    np.testing.assert_allclose(tg.grad(f(4))(x).numpy(), tg.grad(f(None))(x).numpy(),
+                               rtol=1e-12)
+    if not tg._backend.default_namespace().__name__.startswith("array_api_strict"):
+        pytest.importorskip("jax")
+        with pytest.raises(ValueError, match=r"tg.lax.fori_loop: checkpoints= needs bounds "
+                                             r"known when it runs"):
+            tg.function(lambda x, n: tg.lax.fori_loop(0, n, lambda i, v: v * 2.0, x,
+                                                      checkpoints=3))(x, tg.constant(3))

@@ -34,8 +34,6 @@ Without it the gradient raises ``ValueError``; forward mode always works.
 from __future__ import annotations
 
 
-import warnings
-
 import numpy as np
 
 from . import _backend, _records, checkpointing, config
@@ -317,9 +315,11 @@ def _at_read(rule, inputs, read):
 
 # --- scan ------------------------------------------------------------------------------------
 def _scan_flat(step, carries, xs, length, reverse=False, unroll=1, where="tg.lax.scan",
-               names=None):
+               names=None, schedule=None):
     """The compiled scan of ``step(carries, x_slices) -> (carries, ys)`` on flat lists of
-    Tensors; returns ``(carries, ys)`` (ys stacked on a new leading axis)."""
+    Tensors; returns ``(carries, ys)`` (ys stacked on a new leading axis). ``schedule``: a
+    ``tg.checkpointing`` schedule for its gradient (:func:`_scan_vjp_on_schedule`), or
+    ``None`` to keep the carry entering each step."""
     jax = _jax()
     nc = len(carries)
     names = names or [f"carry[{k}]" for k in range(nc)]
@@ -340,6 +340,10 @@ def _scan_flat(step, carries, xs, length, reverse=False, unroll=1, where="tg.lax
         found = _discover(flat, [*c_specs, *x_specs])
         _check_carries(where, names, c_specs, found.outs[:nc])
         state = found.assigned
+        if state and schedule is not None:
+            raise ValueError(f"{where}: with checkpoints= the body must assign no Variable "
+                             f"(it assigned {_describe_capture(state[0])}): its gradient runs "
+                             "the steps again. Carry the value as a loop variable instead")
     ny = len(found.outs) - nc
     ns = len(state)
     full = _bound(flat, state)  # (state, carries, x) -> (carries, ys, state)
@@ -348,7 +352,9 @@ def _scan_flat(step, carries, xs, length, reverse=False, unroll=1, where="tg.lax
         out = full([*c[nc:], *c[:nc], *x])
         return [*out[:nc], *out[nc + ny:]], out[nc:nc + ny]
 
-    keep = bool(_records.trace_entries())  # the carries entering each step, for the gradient
+    recorded = bool(_records.trace_entries())
+    on_schedule = recorded and not fused and schedule is not None and length > 0
+    keep = recorded and not on_schedule  # the carries entering each step, for the gradient
     if not fused:
         def again(c, x):
             outs, _ = _isolated(lambda ts: full([*ts[nc:nc + ns], *ts[:nc], *ts[nc + ns:]]),
@@ -367,13 +373,16 @@ def _scan_flat(step, carries, xs, length, reverse=False, unroll=1, where="tg.lax
         y_out = [Tensor(a) for a in ys]
         entered = [Tensor(a) for a in entered]
         s_init = [Tensor(a) for a in init[nc:]]
-    if keep:
+    if recorded:
         captures = _differentiated(found.captures, state)
         inputs = [*carries, *xs, *captures]
 
         # the carries entering each step are outputs too: the gradient reads them, so an
         # outer tape must know what they depend on (second order)
         def grad(op, *dys):
+            if on_schedule:
+                return _scan_vjp_on_schedule(found, full_step, carries, xs, captures, c_out,
+                                             y_out, dys, length, reverse, where, schedule)
             return _scan_vjp(full_step, carries, xs, captures, entered, c_out, y_out, dys,
                              length, reverse, where)
 
@@ -470,6 +479,111 @@ def _scan_with_jvp(acc, flat, carries, xs, c_specs, x_specs, length, reverse, un
         tangents[nc + j] = ys[ny + i]
     found.outs = found.outs[:nc + ny]
     return found, final[:nc], ys[:ny], ys[n1:n2], tangents
+
+
+def _scan_vjp_on_schedule(found, full_step, carries, xs, captures, c_out, y_out, dys, length,
+                          reverse, where, schedule):
+    """The gradients of a compiled scan that kept no carries, replaying its steps on
+    ``schedule``'s plan (:mod:`tapegrad.checkpointing`) in one ``lax.scan`` over the plan's
+    rows (an ``ADVANCE(k)`` as ``k`` rows), each a ``lax.switch`` between advancing one step
+    (the forward's trace, ``found``, evaluated), storing the carry in a slot, restoring one,
+    and reversing one step (the step's VJP, traced once here): at most the schedule's slots of
+    carries are held. First order only: when a tape or accumulator records this gradient (a
+    higher order), the carries entering each step are recomputed by a scan of tapegrad code
+    and the usual :func:`_scan_vjp` runs (memory as without checkpoints)."""
+    nc, nx, ny = len(carries), len(xs), len(y_out)
+    if any(t._differentiates for t in _records.trace_entries()):
+        _, entered = _scan_flat(lambda c, x: (full_step(c, x)[0], list(c)), carries, xs, length,
+                                reverse, where=where)
+        return _scan_vjp(full_step, carries, xs, captures, entered, c_out, y_out,
+                         (*dys, *[None] * nc), length, reverse, where)
+    jax = _jax()
+    jnp = jax.numpy
+    fc = [k for k in range(nc) if _backend.is_floating(carries[k].dtype)]
+    fx = [k for k in range(nx) if _backend.is_floating(xs[k].dtype)]
+    fy = [j for j in range(ny) if _backend.is_floating(y_out[j].dtype)]
+    fk = [k for k in range(len(captures)) if _backend.is_floating(captures[k].dtype)]
+    n1, n2 = len(fc), len(fc) + len(fx)
+
+    def back(ts):  # (carries, slices, cotangents of the floating carries and ys) -> gradients
+        c_t, x_t = ts[:nc], ts[nc:nc + nx]
+        sources = [*[c_t[k] for k in fc], *[x_t[k] for k in fx], *[captures[k] for k in fk]]
+        with GradientTape(watch_accessed_variables=False) as tape:
+            tape.watch(sources)
+            c2, y = full_step(c_t, x_t)
+        return tape.gradient([*[c2[k] for k in fc], *[y[j] for j in fy]], sources,
+                             output_gradients=list(ts[nc + nx:]), unconnected_gradients=_ZERO)
+
+    c_specs = [_spec(c) for c in carries]
+    x_specs = [(tuple(x.shape[1:]), _backend.np_dtype(x._value.dtype)) for x in xs]
+    y_specs = [(tuple(y_out[j].shape[1:]), _backend.np_dtype(y_out[j]._value.dtype)) for j in fy]
+    back_found = _discover(back, [*c_specs, *x_specs, *[c_specs[k] for k in fc], *y_specs])
+
+    def run(found_, fn, arrays):
+        return found_.run(arrays, lambda: [_backend.as_jax(o._value) for o in _isolated(
+            fn, [Tensor(a) for a in arrays])[0]])
+
+    rows = []  # (kind, arg) with ADVANCE(k) as k rows of ADVANCE(1)
+    for kind, arg in schedule.plan(length):
+        rows += [(int(kind), 1)] * arg if kind == checkpointing.ADVANCE else [(int(kind), arg)]
+    kinds, args = (np.array(col, dtype=np.int32) for col in zip(*rows))
+    turns = np.flatnonzero(kinds == int(checkpointing.YOUTURN))  # step n-1 first, then ...
+    at = (length - 1 - args[turns]) if reverse else args[turns]  # ... each one's slice
+    x_arrays = [_backend.as_jax(x._value) for x in xs]
+    dy = [_backend.as_jax((dys[nc + j] if dys[nc + j] is not None else zeros_like(y_out[j]))
+                          ._value) for j in fy]
+    slots = max(schedule.slots(length), 1)
+    c0 = [_backend.as_jax(c._value) for c in carries]
+
+    def row(state, kind_arg):
+        kind, arg = kind_arg
+        c, t, buffers, steps, gc, gk = state
+        # storing and restoring outside the switch: one carry's copy per row, in place (in a
+        # branch, XLA copied every slot at every row)
+        shot = kind == int(checkpointing.TAKESHOT)
+        back = kind == int(checkpointing.RESTORE)
+        slot = jnp.where(shot | back, arg, 0)
+        buffers = [b.at[slot].set(jnp.where(shot, v, b[slot])) for b, v in zip(buffers, c)]
+        steps = steps.at[slot].set(jnp.where(shot, t, steps[slot]))
+        c = [jnp.where(back, b[slot], v) for b, v in zip(buffers, c)]
+        t = jnp.where(back, steps[slot], t)
+        i = (length - 1 - t) if reverse else t
+        x_t = [x[i] for x in x_arrays]
+
+        def idle():
+            return (c, t, gc, gk), [jnp.zeros(x.shape[1:], x.dtype) for x in
+                                    (x_arrays[k] for k in fx)]
+
+        def advance():
+            new = run(found, lambda ts: full_step(ts[:nc], ts[nc:])[0], [*c, *x_t])[:nc]
+            return (new, t + 1, gc, gk), idle()[1]
+
+        def turn():
+            g = run(back_found, back, [*c, *x_t, *gc, *[d[i] for d in dy]])
+            return (c, t, g[:n1], [a + b for a, b in zip(gk, g[n2:])]), g[n1:n2]
+
+        which = jnp.where(kind == int(checkpointing.ADVANCE), 1,
+                          jnp.where(kind == int(checkpointing.YOUTURN), 2, 0))
+        (c, t, gc, gk), gx = jax.lax.switch(which, [idle, advance, turn])
+        return (c, t, buffers, steps, gc, gk), gx
+
+    init = (c0, jnp.zeros((), jnp.int32), [jnp.zeros((slots, *v.shape), v.dtype) for v in c0],
+            jnp.zeros((slots,), jnp.int32),
+            [_backend.as_jax((dys[k] if dys[k] is not None else zeros_like(c_out[k]))._value)
+             for k in fc],
+            [jnp.zeros(tuple(captures[k].shape), _backend.np_dtype(captures[k]._value.dtype))
+             for k in fk])
+    (_, _, _, _, gc, gk), per_row = jax.lax.scan(row, init, (kinds, args))
+    order = np.empty(length, dtype=np.int64)
+    order[at] = turns  # the row that reversed the step of each slice
+    out = [None] * (nc + nx + len(captures))
+    for i, k in enumerate(fc):
+        out[k] = Tensor(gc[i])
+    for i, k in enumerate(fx):
+        out[nc + k] = Tensor(per_row[i][order])
+    for i, k in enumerate(fk):
+        out[nc + nx + k] = Tensor(gk[i])
+    return out
 
 
 def _describe_capture(t) -> str:
@@ -1282,12 +1396,8 @@ def _scan(where, f, init, xs, length, reverse, unroll, checkpoints=None):
                 [convert_to_tensor(a) for a in y_leaves])
 
     if _compiled([*c_leaves, *x_leaves]):
-        if schedule is not None:
-            warnings.warn(f"{where}: checkpoints= takes effect eagerly only for now; compiled, "
-                          "the scan keeps the carry entering each step for its gradient",
-                          stacklevel=3)
         c_out, ys = _scan_flat(flat_step, c_leaves, x_leaves, n, reverse, unroll, where,
-                               c_names)
+                               c_names, schedule)
         return tree_unflatten(c_structure, c_out), tree_unflatten(y_structure["s"], ys)
 
     def run(cs):  # the eager loop: (final carries, stacked ys)

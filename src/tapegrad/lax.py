@@ -38,13 +38,15 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1, checkpoints=Non
         checkpoints: how the gradient gets the carry entering each step. ``None`` (or
             ``tg.checkpointing.EveryStep()``): eagerly the tape records every step, compiled
             the scan keeps every carry. An int ``s`` (``tg.checkpointing.Revolve(s)``) or
-            another ``tg.checkpointing.Schedule``: eagerly the scan is recorded as one op that
-            keeps only its outputs, and its gradient replays the steps on the binomial
-            schedule (Griewank & Walther 2000), holding at most ``s`` carries and one step's
-            record: ``n + checkpointing.forward_steps(n, s)`` step evaluations for the
-            gradient (``n`` with ``s >= n - 1``), the fewest possible with ``s`` carries.
-            The body must then assign no Variable. Compiled, it is not used yet (a
-            ``UserWarning`` says so; every carry is kept).
+            another ``tg.checkpointing.Schedule``: the scan keeps only its outputs, and its
+            gradient replays the steps on the binomial schedule (Griewank & Walther 2000),
+            holding at most ``s`` carries: ``n + checkpointing.forward_steps(n, s)`` step
+            evaluations for the gradient (``n`` with ``s >= n - 1``), the fewest possible
+            with ``s`` carries. Eagerly the scan is recorded as one op and the gradient
+            records one step at a time; compiled, the replay is one ``lax.scan`` over the
+            plan's rows, the body traced twice in all (its forward, its VJP). A gradient of
+            the gradient (a recorded VJP) recomputes the carries entering each step, with
+            the memory of ``None``. The body must assign no Variable.
 
     Returns ``(carry, ys)``: the final carry and the ``y`` of every step stacked on a new
     leading axis of size ``n``. Compiled, the reverse pass recomputes each step from the carry
@@ -65,18 +67,24 @@ def _concrete_int(x):
     return None
 
 
-def fori_loop(lower, upper, body_fun, init_val):
+def fori_loop(lower, upper, body_fun, init_val, checkpoints=None):
     """``val = body_fun(i, val)`` for ``i`` in ``range(lower, upper)`` (``jax.lax.fori_loop``).
 
     ``i`` is a 0-d int32 Tensor. With Python-int bounds the loop is a :func:`scan` (reverse
-    mode works, compiled too); with traced bounds a :func:`while_loop` (forward mode only when
-    compiled). Returns the final ``val``. Errors as :func:`scan` and :func:`while_loop`.
+    mode works, compiled too; ``checkpoints`` as :func:`scan`'s); with traced bounds a
+    :func:`while_loop` (forward mode only when compiled). Returns the final ``val``. Errors as
+    :func:`scan` and :func:`while_loop`, and ``ValueError`` for ``checkpoints`` with traced
+    bounds.
     """
     lo, hi = _concrete_int(lower), _concrete_int(upper)
     if lo is not None and hi is not None:
         steps = arange(lo, builtins.max(lo, hi), dtype=np.int32)
         return _cf._scan("tg.lax.fori_loop", lambda v, i: (body_fun(i, v), None), init_val,
-                         steps, None, False, 1)[0]
+                         steps, None, False, 1, checkpoints)[0]
+    if checkpoints is not None:
+        raise ValueError("tg.lax.fori_loop: checkpoints= needs bounds known when it runs "
+                         "(Python ints, or 0-d Tensors outside tg.function); with traced "
+                         "bounds the loop is a while_loop, which has no reverse mode compiled")
     i0 = astype(convert_to_tensor(lower), np.int32)
     out = _cf._while("tg.lax.fori_loop", lambda c: c[0] < upper,
                      lambda c: (c[0] + 1, body_fun(c[0], c[1])), (i0, init_val), None,
