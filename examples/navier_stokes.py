@@ -111,11 +111,14 @@ def make_step(n, dt=DT, nu=NU):
     return step
 
 
-def simulate(step, u0, steps):
+def simulate(step, u0, steps, checkpoints=None):
     """The velocity after ``steps`` steps of ``step`` from ``u0`` (a ``tg.lax.scan`` of the
-    step wrapped in ``tg.recompute_grad``)."""
+    step wrapped in ``tg.recompute_grad``). ``checkpoints``: ``None`` keeps the velocity
+    entering every step for the gradient; an int ``s`` keeps at most ``s`` of them and
+    replays the rest on the binomial schedule (``tg.checkpointing.Revolve``)."""
     checkpointed = tg.recompute_grad(step)
-    final, _ = tg.lax.scan(lambda u, _: (checkpointed(u), None), u0, None, length=steps)
+    final, _ = tg.lax.scan(lambda u, _: (checkpointed(u), None), u0, None, length=steps,
+                           checkpoints=checkpoints)
     return final
 
 
@@ -168,6 +171,9 @@ def main(argv=None):
     parser.add_argument("--smoothing", type=float, default=SMOOTHING,
                         help="prior's width: u0 = P exp(-s |k|^2) v (default %(default)s)")
     parser.add_argument("--eager", action="store_true", help="run the step eagerly")
+    parser.add_argument("--checkpoints", type=int, default=None,
+                        help="store at most this many velocities for the gradient (default: "
+                             "every step's); the rest are recomputed (tg.checkpointing)")
     parser.add_argument("--out", default="navier_stokes.png", help="picture to write ('' none)")
     args = parser.parse_args(argv)
 
@@ -179,7 +185,7 @@ def main(argv=None):
 
     def train_step():
         with tg.GradientTape() as tape:
-            final = simulate(step, prior(v), args.steps)
+            final = simulate(step, prior(v), args.steps, args.checkpoints)
             loss = tg.mean((final - target) ** 2)
         optimizer.apply_gradients([(tape.gradient(loss, v), v)])
         return loss

@@ -230,6 +230,20 @@ def test_navier_stokes_writes_its_picture(tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.parametrize("eager", [True, False], ids=["eager", "compiled"])
+def test_navier_stokes_with_checkpoints_trains_as_without(eager):
+    # --checkpoints 2 over 6 steps: the gradient replays the steps on the binomial schedule,
+    # so the Adam iterates are the ones of the run that keeps every step's velocity
+    if not eager:
+        pytest.importorskip("jax")
+    ns = load("navier_stokes")
+    flags = ["--grid", "16", "--steps", "6", "--iterations", "3", "--out", "",
+             *(["--eager"] if eager else [])]
+    plain, checkpointed = ns.main(flags), ns.main([*flags, "--checkpoints", "2"])
+    np.testing.assert_allclose(checkpointed["losses"], plain["losses"], rtol=1e-10)
+    assert checkpointed["losses"][-1] < checkpointed["losses"][0]
+
+
 def test_dp_sgd_digits_per_example_gradients_clipping_and_accuracy():
     pytest.importorskip("sklearn")
     out = load("dp_sgd_digits").main(epochs=3)

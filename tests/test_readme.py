@@ -1,4 +1,5 @@
-"""Every ``python`` code block of README.md runs as pasted, alone, in a fresh interpreter.
+"""Every ``python`` code block of README.md (and of docs/*.md) runs as pasted, alone, in a
+fresh interpreter.
 
 A block followed by a paragraph that starts with "raises" must raise, and the first line of the
 ``text`` block after it must be the first line of the error it raises. Blocks run in a
@@ -22,7 +23,9 @@ import tapegrad as tg
 pytestmark = pytest.mark.skipif(
     tg._backend.default_namespace().__name__ != "numpy",
     reason="a pasted block runs on the default backend, NumPy: the NumPy run checks them")
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = [README, *sorted((ROOT / "docs").glob("*.md"))]  # the docs' blocks run as pasted too
 _BLOCK = re.compile(r"```python\n(.*?)```\n(.*?)(?=```python|\Z)", re.S)
 _NEEDS = {"tg.function": "jax", "tf.function": "jax", "import jax": "jax",
           "tg.train.": "safetensors", "tg.saved_model.": "safetensors",
@@ -31,17 +34,21 @@ _NEEDS = {"tg.function": "jax", "tf.function": "jax", "import jax": "jax",
 
 def _blocks():
     found = []
-    for k, (code, after) in enumerate(_BLOCK.findall(README.read_text())):
-        raises = None
-        if after.lstrip().startswith("raises"):
-            raises = re.search(r"```text\n(.*?)\n", after).group(1)
-        line = README.read_text()[:README.read_text().index(code)].count("\n") + 1
-        found.append(pytest.param(code, raises, id=f"line{line}"))
+    for doc in DOCS:
+        text = doc.read_text()
+        prefix = "" if doc == README else f"{doc.stem}-"
+        for code, after in _BLOCK.findall(text):
+            raises = None
+            if after.lstrip().startswith("raises"):
+                raises = re.search(r"```text\n(.*?)\n", after).group(1)
+            line = text[:text.index(code)].count("\n") + 1
+            found.append(pytest.param(code, raises, id=f"{prefix}line{line}"))
     return found
 
 
 def test_the_readme_has_its_blocks():
-    assert len(_blocks()) >= 11
+    assert len([b for b in _blocks() if not b.id.startswith("checkpointing-")]) >= 11
+    assert any(b.id.startswith("checkpointing-") for b in _blocks())
 
 
 @pytest.mark.parametrize("code, raises", _blocks())
