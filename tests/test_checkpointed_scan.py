@@ -110,6 +110,21 @@ def test_checkpoint_errors():
             tg.lax.scan(counting, h, xs, checkpoints=2)
 
 
+def test_a_compiled_body_that_assigns_a_variable_is_refused_under_checkpoints():
+    _compiled_only()
+    h, xs, _ = _args(4)
+    counter = tg.Variable(0.0)
+
+    def counting(c, x):
+        counter.assign_add(1.0)
+        return c + x, None
+
+    f = tg.function(tg.grad(lambda h: tg.sum(tg.lax.scan(counting, h, xs, checkpoints=2)[0])))
+    with pytest.raises(ValueError, match=r"tg.lax.scan: with checkpoints= the body must assign "
+                                         r"no Variable \(it assigned Variable"):
+        f(h)
+
+
 def _compiled_only():
     pytest.importorskip("jax")
     if tg._backend.default_namespace().__name__.startswith("array_api_strict"):

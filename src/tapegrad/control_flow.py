@@ -341,9 +341,7 @@ def _scan_flat(step, carries, xs, length, reverse=False, unroll=1, where="tg.lax
         _check_carries(where, names, c_specs, found.outs[:nc])
         state = found.assigned
         if state and schedule is not None:
-            raise ValueError(f"{where}: with checkpoints= the body must assign no Variable "
-                             f"(it assigned {_describe_capture(state[0])}): its gradient runs "
-                             "the steps again. Carry the value as a loop variable instead")
+            raise _assigns_error(where, state[0])
     ny = len(found.outs) - nc
     ns = len(state)
     full = _bound(flat, state)  # (state, carries, x) -> (carries, ys, state)
@@ -506,13 +504,8 @@ def _scan_vjp_on_schedule(found, full_step, carries, xs, captures, c_out, y_out,
     n1, n2 = len(fc), len(fc) + len(fx)
 
     def back(ts):  # (carries, slices, cotangents of the floating carries and ys) -> gradients
-        c_t, x_t = ts[:nc], ts[nc:nc + nx]
-        sources = [*[c_t[k] for k in fc], *[x_t[k] for k in fx], *[captures[k] for k in fk]]
-        with GradientTape(watch_accessed_variables=False) as tape:
-            tape.watch(sources)
-            c2, y = full_step(c_t, x_t)
-        return tape.gradient([*[c2[k] for k in fc], *[y[j] for j in fy]], sources,
-                             output_gradients=list(ts[nc + nx:]), unconnected_gradients=_ZERO)
+        return _step_vjp(full_step, ts[:nc], ts[nc:nc + nx], captures, (fc, fx, fy, fk),
+                         ts[nc + nx:], where)
 
     c_specs = [_spec(c) for c in carries]
     x_specs = [(tuple(x.shape[1:]), _backend.np_dtype(x._value.dtype)) for x in xs]
@@ -541,12 +534,12 @@ def _scan_vjp_on_schedule(found, full_step, carries, xs, captures, c_out, y_out,
         # storing and restoring outside the switch: one carry's copy per row, in place (in a
         # branch, XLA copied every slot at every row)
         shot = kind == int(checkpointing.TAKESHOT)
-        back = kind == int(checkpointing.RESTORE)
-        slot = jnp.where(shot | back, arg, 0)
+        restoring = kind == int(checkpointing.RESTORE)
+        slot = jnp.where(shot | restoring, arg, 0)
         buffers = [b.at[slot].set(jnp.where(shot, v, b[slot])) for b, v in zip(buffers, c)]
         steps = steps.at[slot].set(jnp.where(shot, t, steps[slot]))
-        c = [jnp.where(back, b[slot], v) for b, v in zip(buffers, c)]
-        t = jnp.where(back, steps[slot], t)
+        c = [jnp.where(restoring, b[slot], v) for b, v in zip(buffers, c)]
+        t = jnp.where(restoring, steps[slot], t)
         i = (length - 1 - t) if reverse else t
         x_t = [x[i] for x in x_arrays]
 
@@ -593,6 +586,28 @@ def _describe_capture(t) -> str:
     return f"tensor of shape {tuple(t.shape)}"
 
 
+def _step_vjp(step, c_t, x_t, captures, floating, cotangents, where):
+    """One scan step's VJP: ``step(c_t, x_t) -> (carries, ys)`` run again under a tape (a
+    :class:`_Guard` on what it reads) and the ``cotangents`` of its floating carries then ys
+    taken back to the floating carries, slices and captures. ``floating``: the positions
+    ``(fc, fx, fy, fk)`` of the floating carries, slices, ys and captures. Returns the
+    gradients in that order (zeros where unconnected)."""
+    fc, fx, fy, fk = floating
+    sources = [*[c_t[k] for k in fc], *[x_t[k] for k in fx], *[captures[k] for k in fk]]
+    with GradientTape(watch_accessed_variables=False) as tape:
+        tape.watch(sources)
+        c2, y = _guarded(lambda: step(c_t, x_t), [*c_t, *x_t], captures, where)
+    return tape.gradient([*[c2[k] for k in fc], *[y[j] for j in fy]], sources,
+                         output_gradients=list(cotangents), unconnected_gradients=_ZERO)
+
+
+def _assigns_error(where, variable):
+    """The ``ValueError`` for a body under ``checkpoints=`` that assigned ``variable``."""
+    return ValueError(f"{where}: with checkpoints= the body must assign no Variable (it "
+                      f"assigned {_describe_capture(variable)}): its gradient runs the steps "
+                      "again. Carry the value as a loop variable instead")
+
+
 def _scan_vjp(full_step, carries, xs, captures, entered, c_out, y_out, dys, length, reverse,
               where):
     """The gradients of a compiled scan's inputs (carries, xs, captures), as a reverse scan."""
@@ -615,12 +630,7 @@ def _scan_vjp(full_step, carries, xs, captures, entered, c_out, y_out, dys, leng
         gc, gk = carry[:len(fc)], carry[len(fc):]
         c_t, x_t = x[:n_in], x[n_in:n_in + nx]
         dy_t, de_t = x[n_in + nx:n_in + nx + n_dy], x[n_in + nx + n_dy:]
-        sources = [*[c_t[k] for k in fc], *[x_t[k] for k in fx], *[captures[k] for k in fk]]
-        with GradientTape(watch_accessed_variables=False) as tape:
-            tape.watch(sources)
-            c2, y = _guarded(lambda: full_step(c_t, x_t), [*c_t, *x_t], captures, where)
-        g = tape.gradient([*[c2[k] for k in fc], *[y[j] for j in fy]], sources,
-                          output_gradients=[*gc, *dy_t], unconnected_gradients=_ZERO)
+        g = _step_vjp(full_step, c_t, x_t, captures, (fc, fx, fy, fk), [*gc, *dy_t], where)
         n1, n2 = len(fc), len(fc) + len(fx)
         g_c = g[:n1]
         for k, d in zip(we, de_t):
@@ -1451,9 +1461,7 @@ def _scan_checkpointed(where, run, flat_step, carries, xs, n, reverse, schedule,
     c_out, ys = _fresh(c_out), _fresh(ys)  # an output that is an input or capture as it is
     assigned = [v for v, b in zip(live, before) if v._value is not b]
     if assigned:
-        raise ValueError(f"{where}: with checkpoints= the body must assign no Variable (it "
-                         f"assigned {_describe_capture(assigned[0])}): its gradient runs the "
-                         "steps again. Carry the value as a loop variable instead")
+        raise _assigns_error(where, assigned[0])
     mine = {t._id for t in (*carries, *xs)}
     captures = [c for i, c in observer.found.items() if i not in mine]
     order = list(range(n - 1, -1, -1)) if reverse else list(range(n))  # step t's slice
@@ -1478,17 +1486,10 @@ def _scan_checkpointed(where, run, flat_step, carries, xs, n, reverse, schedule,
                 state, t = slots[arg]
             else:  # YOUTURN: step t again, recorded, and the cotangents back through it
                 i = order[t]
-                x_t = [x[i] for x in xs]
-                sources = [*[state[k] for k in fc], *[x_t[k] for k in fx],
-                           *[captures[k] for k in fk]]
                 dy = [dys[nc + j][i] if dys[nc + j] is not None else zeros_like(ys[j][i])
                       for j in fy]
-                with GradientTape(watch_accessed_variables=False) as tape:
-                    tape.watch(sources)
-                    c2, y = _guarded(lambda: flat_step(state, x_t), [*state, *x_t], captures,
-                                     where)
-                g = tape.gradient([*[c2[k] for k in fc], *[y[j] for j in fy]], sources,
-                                  output_gradients=[*gc, *dy], unconnected_gradients=_ZERO)
+                g = _step_vjp(flat_step, state, [x[i] for x in xs], captures,
+                              (fc, fx, fy, fk), [*gc, *dy], where)
                 n1, n2 = len(fc), len(fc) + len(fx)
                 gc = g[:n1]
                 for column, gi in zip(gx, g[n1:n2]):

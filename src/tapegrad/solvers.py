@@ -47,12 +47,12 @@ def _norm(u):
 
 def _inner(u, v):
     """``u^H v``: the inner product of complex vectors (``u^T v`` for real ones)."""
-    return _sum(conj(u) * v) if _backend.np_dtype(u.dtype).kind == "c" else _sum(u * v)
+    return _dot(conj(u), v) if _backend.np_dtype(u.dtype).kind == "c" else _dot(u, v)
 
 
 def _squared(u):
     """``||u||^2``, real for a complex ``u`` too."""
-    return real(_inner(u, u)) if _backend.np_dtype(u.dtype).kind == "c" else _sum(u * u)
+    return real(_inner(u, u)) if _backend.np_dtype(u.dtype).kind == "c" else _dot(u, u)
 
 
 def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
