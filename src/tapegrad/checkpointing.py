@@ -74,7 +74,8 @@ from typing import NamedTuple
 import numpy as np
 
 __all__ = ["Kind", "ADVANCE", "TAKESHOT", "RESTORE", "YOUTURN", "Action", "Schedule",
-           "EveryStep", "Revolve", "forward_steps", "as_arrays", "simulate", "Replay"]
+           "EveryStep", "Revolve", "Online", "forward_steps", "as_arrays", "simulate",
+           "Replay"]
 
 
 class Kind(enum.IntEnum):
@@ -350,3 +351,123 @@ def _split(l, c):
     hi = min(comb(c + r - 1, c), l - comb(c + r - 2, c - 1))
     assert max(comb(c + r - 2, c) if r >= 2 else 1, l - comb(c + r - 1, c - 1)) <= hi
     return hi
+
+
+#: the level of ``x_0``'s slot in :class:`Online`'s placement: never replaced
+TOP_LEVEL = 1 << 30
+
+
+def online_slot(times, levels):
+    """Where :class:`Online` stores the state ``x_t`` reached on its forward sweep (Wang, Moin
+    & Iaccarino 2009's dynamic allocation): ``times`` (the step index held by each slot, -1
+    for a free one; slot 0 holds ``x_0``) and ``levels`` (each slot's level; slot 0's is
+    :data:`TOP_LEVEL`), lists of ints of length ``s``. A slot is *dispensable* when a slot
+    holding a later state has a higher level. The rule: a free slot, at level 0; else the
+    latest dispensable slot, at level 0; else the latest slot, at its level + 1. Returns
+    ``(slot, level)``, or ``(None, 0)`` when ``s == 1`` (only ``x_0`` is kept)."""
+    s = len(times)
+    free = [k for k in range(s) if times[k] < 0]
+    if free:
+        return free[0], 0
+    if s == 1:
+        return None, 0
+    dispensable = [k for k in range(1, s) if any(times[j] > times[k] and levels[j] > levels[k]
+                                                  for j in range(s))]
+    if dispensable:
+        return max(dispensable, key=times.__getitem__), 0
+    latest = max(range(1, s), key=times.__getitem__)
+    return latest, levels[latest] + 1
+
+
+def next_store(base, target, s, occupied):
+    """The step index at which :class:`Online`'s reversal stores the next state: from
+    ``x_base`` (restored or just stored), to reverse steps ``base .. target`` with the slots
+    left (``s - occupied`` free, plus ``base``'s own), advance :class:`Revolve`'s split and
+    store there; ``None`` when nothing need be stored (the split leaves one step)."""
+    length = target - base + 1
+    if length <= 1:
+        return None
+    m = _split(length, s - occupied + 1)
+    return base + m if length - m >= 2 else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Online(Schedule):
+    """An online schedule for loops whose trip count is known only when they end
+    (``tg.while_loop(..., checkpoints=s)`` compiled), in a fixed buffer of ``s`` slots.
+
+    The forward sweep stores ``x_0`` in slot 0 and places each later state by Wang, Moin and
+    Iaccarino's dynamic allocation (:func:`online_slot`; Q. Wang, P. Moin, G. Iaccarino,
+    "Minimal repetition dynamic checkpointing algorithm for unsteady adjoint calculation",
+    SIAM J. Sci. Comput. 31(4):2549-2567, 2009, where it is designed to keep the repetition
+    number, the most times one step is recomputed, minimal whatever ``n`` turns out to be).
+    The reversal then handles the gap after each stored state with the slots freed so far by
+    :class:`Revolve`'s binomial split (:func:`next_store`), optimal for a gap once the stored
+    states are given. P. Stumm and A. Walther ("New algorithms for optimal online
+    checkpointing", SIAM J. Sci. Comput. 32(2):836-854, 2010) give a different placement that
+    matches the offline optimum :func:`forward_steps` ``p(n, s)`` for ``n <= (s + 1)(s + 2) /
+    2`` (Equinox's ``checkpointed_while_loop`` uses it up to there); this one does not claim
+    that range.
+
+    What this implementation does, measured (``tests/test_checkpointed_while.py``;
+    ``x_0``'s slot counted in ``s``): ``forward_steps(n) = p(n, s)`` exactly for ``n <= s``
+    (every state stored); ``forward_steps(n) / p(n, s)`` at most 1.025 for ``n <= 100`` and
+    ``s = 40``, 1.39 at its worst for ``s = 10`` (n = 64), 1.46 just past ``(s + 1)(s + 2) /
+    2`` (n = 859-861, s = 40), 1.306 at n = 1000, 1.006 at n = 10^4 and 1.009 at n = 10^5
+    (s = 40), 1.037 at n = 10^4 (s = 10); its repetition number is at most one more than
+    :class:`Revolve`'s for every ``n`` measured. The plan, for a loop that ran ``n`` steps:
+    the forward sweep (``TAKESHOT(0)``, then ``ADVANCE(1)`` and a ``TAKESHOT`` per state), then
+    from ``x_{n-1}``: reverse the current state's step when it is the next to reverse, else
+    advance one step and store the state where :func:`next_store` says; after each reversal
+    free the slots holding later states and restore the latest stored one.
+
+    Args: ``s``: int ``>= 1``, the slots (``x_0``'s included). Raises TypeError/ValueError for
+    a bad ``s``.
+    """
+    s: int
+
+    def __post_init__(self):
+        object.__setattr__(self, "s", _count(self.s, "s (the number of checkpoint slots)",
+                                             "tg.checkpointing.Online", 1))
+
+    def plan(self, n):
+        """The actions of the online schedule for a loop that ran ``n`` steps (``n``: int
+        ``>= 0``): a list of :class:`Action`; raises TypeError/ValueError for a bad ``n``."""
+        n = _count(n, "n (the number of steps)", "tg.checkpointing.Online.plan", 0)
+        if n <= 1:
+            return [Action(YOUTURN, 0)] * n
+        s = self.s
+        times, levels = [0] + [-1] * (s - 1), [TOP_LEVEL] + [0] * (s - 1)
+        actions = [Action(TAKESHOT, 0)]
+        for t in range(1, n):
+            actions.append(Action(ADVANCE, 1))
+            slot, level = online_slot(times, levels)
+            if slot is not None:
+                times[slot], levels[slot] = t, level
+                actions.append(Action(TAKESHOT, slot))
+        t = target = n - 1
+        store = None
+        while True:
+            if t == target:
+                actions.append(Action(YOUTURN, target))
+                target -= 1
+                if target < 0:
+                    return actions
+                times = [-1 if x > target else x for x in times]
+                slot = max((k for k in range(s) if times[k] >= 0), key=times.__getitem__)
+                actions.append(Action(RESTORE, slot))
+                t = times[slot]
+            else:
+                actions.append(Action(ADVANCE, 1))
+                t += 1
+                if t != store:
+                    continue
+                slot = times.index(-1)
+                times[slot] = t
+                actions.append(Action(TAKESHOT, slot))
+            store = next_store(t, target, s, sum(x >= 0 for x in times))
+
+    def slots(self, n):
+        """``min(s, n)`` for ``n >= 2`` (the forward sweep fills them), 0 below."""
+        n = _count(n, "n (the number of steps)", "tg.checkpointing.Online.slots", 0)
+        return min(self.s, n) if n >= 2 else 0

@@ -512,10 +512,6 @@ def _scan_vjp_on_schedule(found, full_step, carries, xs, captures, c_out, y_out,
     y_specs = [(tuple(y_out[j].shape[1:]), _backend.np_dtype(y_out[j]._value.dtype)) for j in fy]
     back_found = _discover(back, [*c_specs, *x_specs, *[c_specs[k] for k in fc], *y_specs])
 
-    def run(found_, fn, arrays):
-        return found_.run(arrays, lambda: [_backend.as_jax(o._value) for o in _isolated(
-            fn, [Tensor(a) for a in arrays])[0]])
-
     rows = []  # (kind, arg) with ADVANCE(k) as k rows of ADVANCE(1)
     for kind, arg in schedule.plan(length):
         rows += [(int(kind), 1)] * arg if kind == checkpointing.ADVANCE else [(int(kind), arg)]
@@ -548,11 +544,12 @@ def _scan_vjp_on_schedule(found, full_step, carries, xs, captures, c_out, y_out,
                                     (x_arrays[k] for k in fx)]
 
         def advance():
-            new = run(found, lambda ts: full_step(ts[:nc], ts[nc:])[0], [*c, *x_t])[:nc]
+            new = _run_found(found, lambda ts: full_step(ts[:nc], ts[nc:])[0],
+                             [*c, *x_t])[:nc]
             return (new, t + 1, gc, gk), idle()[1]
 
         def turn():
-            g = run(back_found, back, [*c, *x_t, *gc, *[d[i] for d in dy]])
+            g = _run_found(back_found, back, [*c, *x_t, *gc, *[d[i] for d in dy]])
             return (c, t, g[:n1], [a + b for a, b in zip(gk, g[n2:])]), g[n1:n2]
 
         which = jnp.where(kind == int(checkpointing.ADVANCE), 1,
@@ -856,9 +853,10 @@ def _switch_jvp(index, branches, captures, outs, ts, where):
 
 
 # --- while -----------------------------------------------------------------------------------
-def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
+def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names, slots=None):
     """The compiled while loop of ``cond_fn(vars) -> scalar bool Tensor`` and ``body_fn(vars)
-    -> vars`` on a flat list of Tensors."""
+    -> vars`` on a flat list of Tensors; ``slots``: the checkpoint slots of its gradient
+    (:func:`_online_store`), or ``None``."""
     specs = [_spec(v) for v in loop_vars]
 
     def checked_body(ts):  # body_fn checks its structure; this, the shapes and dtypes
@@ -871,6 +869,9 @@ def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
 
     recording = any(t._differentiates and (not t._observer or getattr(t, "_transposed", False))
                     for t in _records.trace_entries())  # a tape, or JAX's transposable JVP
+    if slots is not None and recording:
+        return _while_loop(cond_fn, checked_body, loop_vars, maximum_iterations, where, names,
+                           slots=slots)
     if isinstance(maximum_iterations, int) and recording:  # a traced bound: no fixed length
         return _bounded_while(cond_fn, checked_body, loop_vars, maximum_iterations, where,
                               names)
@@ -880,11 +881,14 @@ def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
             or _while_loop(cond_fn, checked_body, loop_vars, maximum_iterations, where, names))
 
 
-def _while_loop(cond_fn, body_fn, loop_vars, maximum_iterations, where, names, acc=None):
+def _while_loop(cond_fn, body_fn, loop_vars, maximum_iterations, where, names, acc=None,
+                slots=None):
     """The ``lax.while_loop`` of :func:`_while_flat` (``body_fn`` checks the loop variables'
     shapes), recorded; ``acc``: the accumulator to fuse it with its JVP in (as
     :func:`_scan_with_jvp`: the tangents carried beside the loop variables), in which case it
-    returns ``None`` when the body assigns Variables."""
+    returns ``None`` when the body assigns Variables; ``slots``: keep that many loop states
+    for the gradient on :class:`~tapegrad.checkpointing.Online`'s schedule
+    (:func:`_online_store`, :func:`_online_reverse`)."""
     jax = _jax()
     n = len(loop_vars)
     carried, loop_cond, loop_body = loop_vars, cond_fn, body_fn
@@ -910,11 +914,13 @@ def _while_loop(cond_fn, body_fn, loop_vars, maximum_iterations, where, names, a
     captures, state = _merge([found_c, found_b])
     if acc is not None and state:
         return None
+    if slots is not None and state:
+        raise _assigns_error(where, state[0])
     captures = _differentiated(captures, state)
     ns, nv = len(state), len(carried)
+    extra = ns + nv + int(bound := maximum_iterations is not None)  # where slots' state starts
     body = _bound(loop_body, state)
     cond = _bound(lambda ts: [loop_cond(ts)], state)  # it reads what the body assigned
-    bound = maximum_iterations is not None
 
     def cond_again(c):
         return [_isolated(cond, [Tensor(a) for a in c])[0][0]._value]
@@ -926,19 +932,23 @@ def _while_loop(cond_fn, body_fn, loop_vars, maximum_iterations, where, names, a
     def jcond(c):
         vs = c[:ns + nv]
         ok = (found_c.run(vs, lambda: cond_again(vs)) if not state else cond_again(vs))[0]
-        return jax.numpy.logical_and(ok, c[-1] < maximum_iterations) if bound else ok
+        return jax.numpy.logical_and(ok, c[ns + nv] < maximum_iterations) if bound else ok
 
     def jbody(c):
         vs = c[:ns + nv]
         new = found_b.run(vs, lambda: body_again(vs)) if not state else body_again(vs)
-        return [*new[nv:], *new[:nv], *([c[-1] + 1] if bound else [])]
+        return [*new[nv:], *new[:nv], *([c[ns + nv] + 1] if bound else []),
+                *(_online_store(*c[extra:extra + 3], c[extra + 3:], vs) if slots else [])]
 
     init = [*[v._value for v in state], *[_backend.as_jax(v._value) for v in carried],
             *([0] if bound else [])]
+    if slots:
+        init += _online_init(init[ns:ns + nv], slots)
     s_init = [Tensor(a) for a in init[:ns]]
     final = jax.lax.while_loop(jcond, jbody, init)
     set_state(state, final[:ns])
     outs = [Tensor(a) for a in final[ns:ns + nv]]
+    kept = final[extra:]  # with slots: the trip count, the slots' steps, levels and states
     fused = None
     if acc is not None:
         tangents = [None] * n
@@ -947,6 +957,9 @@ def _while_loop(cond_fn, body_fn, loop_vars, maximum_iterations, where, names, a
         outs, fused = outs[:n], (acc, tangents)
     if _records.trace_entries():
         def grad(op, *dys):
+            if slots:
+                return _while_vjp_online(found_b, body, body_again, loop_vars, captures,
+                                         outs, kept, dys, where)
             given = ("maximum_iterations is a traced Tensor (computed from the function's "
                      "arguments), so the trip count is unknown when tracing: pass an int or a "
                      "Tensor made inside the function (it then runs as a scan of that length)"
@@ -955,7 +968,7 @@ def _while_loop(cond_fn, body_fn, loop_vars, maximum_iterations, where, names, a
             raise ValueError(
                 f"{where}: reverse-mode differentiation of a compiled while_loop needs a bound "
                 f"on its iterations known when it is traced: {given}, or use tg.lax.scan / "
-                "tg.lax.fori_loop with a fixed trip count. Forward mode (tg.jvp, "
+                "tg.lax.fori_loop with a fixed trip count, or pass checkpoints=s. Forward mode (tg.jvp, "
                 "ForwardAccumulator) works without it")
 
         def jvp(op, *ts):
@@ -965,6 +978,157 @@ def _while_loop(cond_fn, body_fn, loop_vars, maximum_iterations, where, names, a
         _record("While", [*names, *[f"captured {_describe_capture(c)}" for c in captures]],
                 [*loop_vars, *captures], outs, grad, jvp, fused=fused)
     return outs
+
+
+def _online_init(values, slots):
+    """The initial state of :func:`_online_store` for the loop variables ``values`` (JAX
+    arrays) and ``slots`` slots: step 0, ``x_0`` in slot 0 (at the top level, never
+    replaced), the other slots free (step -1)."""
+    jnp = _jax().numpy
+    times = jnp.full((slots,), -1, jnp.int32).at[0].set(0)
+    levels = jnp.zeros((slots,), jnp.int32).at[0].set(checkpointing.TOP_LEVEL)
+    return [jnp.zeros((), jnp.int32), times, levels,
+            *[jnp.zeros((slots, *v.shape), v.dtype).at[0].set(v) for v in values]]
+
+
+def _online_store(t, times, levels, buffers, values):
+    """One step of :class:`~tapegrad.checkpointing.Online`'s forward sweep in JAX: store the
+    state ``values`` entering step ``t`` (0-d int32) in the slot that
+    :func:`tapegrad.checkpointing.online_slot` picks (none for ``t = 0``, already in slot 0,
+    or with one slot). ``times``, ``levels``: ``(s,)`` int32; ``buffers``: one ``(s, ...)``
+    array per loop variable. Returns ``[t + 1, times, levels, *buffers]``, updated."""
+    jnp = _jax().numpy
+    slots = times.shape[0]
+    later = jnp.arange(slots) > 0
+    free = times < 0
+    dispensable = later & jnp.any((times[None, :] > times[:, None])
+                                  & (levels[None, :] > levels[:, None]), axis=1)
+    latest = jnp.argmax(jnp.where(later, times, -1))
+    k = jnp.where(jnp.any(free), jnp.argmax(free),
+                  jnp.where(jnp.any(dispensable),
+                            jnp.argmax(jnp.where(dispensable, times, -1)), latest))
+    level = jnp.where(jnp.any(free) | jnp.any(dispensable), 0, levels[latest] + 1)
+    store = (t > 0) & (slots > 1)
+    times = times.at[k].set(jnp.where(store, t, times[k]))
+    levels = levels.at[k].set(jnp.where(store, level, levels[k]))
+    return [t + 1, times, levels,
+            *[b.at[k].set(jnp.where(store, v, b[k])) for b, v in zip(buffers, values)]]
+
+
+def _next_store(base, target, slots, occupied):
+    """:func:`tapegrad.checkpointing.next_store` in JAX on 0-d int32 values (``slots`` an
+    int); -1 for none."""
+    jax = _jax()
+    jnp = jax.numpy
+    length = (target - base + 1).astype(jnp.int32)
+    c = jnp.maximum(jnp.minimum(slots - occupied + 1, length - 1), 1).astype(jnp.int32)
+
+    def more(r_prev_beta):
+        r, prev, beta = r_prev_beta
+        return r + 1, beta, beta * (c + r + 1) // (r + 1)
+
+    # the repetition number r of (length, c) and C(c + r - 1, c): Revolve's split, _split
+    r, prev, _ = jax.lax.while_loop(lambda st: st[2] < length, more,
+                                    (jnp.int32(1), jnp.int32(1), c + 1))
+    m = jnp.minimum(prev, length - prev * c // (c + r - 1))
+    return jnp.where((length >= 2) & (length - m >= 2), base + m, -1)
+
+
+def _online_reverse(advance, turn, trips, times, buffers, cotangents):
+    """The reversal of :class:`~tapegrad.checkpointing.Online`'s plan in one JAX while loop:
+    from the slots the forward sweep left (``times``: ``(s,)`` int32, -1 free; ``buffers``:
+    a ``(s, ...)`` array per loop variable) and ``trips`` (0-d int32, the steps taken), each
+    iteration either reverses the step of the current state (``turn(state, cotangents) ->
+    cotangents``; then frees the slots of later states and restores the latest) or advances
+    it (``advance(state) -> state``), storing it where :func:`_next_store` says. Returns
+    ``(cotangents, advances)``: the cotangents after reversing steps ``trips - 1 .. 0`` and
+    the number of ``advance`` calls (:meth:`~tapegrad.checkpointing.Online.forward_steps`
+    minus the sweep's ``trips - 1``)."""
+    jax = _jax()
+    jnp = jax.numpy
+    slots = times.shape[0]
+
+    def restored(target, times, buffers):
+        times = jnp.where(times > target, -1, times)
+        k = jnp.argmax(times)
+        return ([b[k] for b in buffers], times[k], times,
+                _next_store(times[k], target, slots, jnp.sum(times >= 0)))
+
+    def body(st):
+        state, t, target, store, times, buffers, g, count = st
+        turning = t == target
+        state, g = jax.lax.cond(turning, lambda: (state, turn(state, g)),
+                                lambda: (advance(state), g))
+        t = jnp.where(turning, t, t + 1)
+        storing = ~turning & (t == store)
+        k = jnp.argmin(times >= 0)
+        times = times.at[k].set(jnp.where(storing, t, times[k]))
+        buffers = [b.at[k].set(jnp.where(storing, v, b[k])) for b, v in zip(buffers, state)]
+        target = jnp.where(turning, target - 1, target)
+        back, t_back, times_back, store_back = restored(target, times, buffers)
+        after = _next_store(t, target, slots, jnp.sum(times >= 0))
+        return ([jnp.where(turning, b, v) for b, v in zip(back, state)],
+                jnp.where(turning, t_back, t), target,
+                jnp.where(turning, store_back, jnp.where(storing, after, store)),
+                jnp.where(turning, times_back, times), buffers, g,
+                count + (~turning).astype(jnp.int32))
+
+    target = trips - 1
+    state, t, times, store = restored(target, times, buffers)
+    st = jax.lax.while_loop(lambda st: st[2] >= 0, body,
+                            (state, t, target, store, times, buffers, cotangents,
+                             jnp.zeros((), jnp.int32)))
+    return st[6], st[7]
+
+
+def _run_found(found, fn, arrays):
+    """``found.run`` on ``arrays`` (JAX values), tracing ``fn`` (flat Tensors -> flat Tensors)
+    again when the trace cannot be evaluated."""
+    return found.run(arrays, lambda: [_backend.as_jax(o._value) for o in _isolated(
+        fn, [Tensor(a) for a in arrays])[0]])
+
+
+def _while_vjp_online(found, body, again, loop_vars, captures, outs, kept, dys, where):
+    """The gradients of a compiled while loop run with checkpoint slots (``kept``: the trip
+    count, the slots' steps and levels, and the states they hold): :func:`_online_reverse`
+    with the body's trace (``found``; ``again(arrays)`` traces it anew) to advance and the
+    VJP of ``body`` (flat Tensors -> flat Tensors), traced once, to turn. First order only: raises ``ValueError`` when a tape or
+    accumulator records this gradient."""
+    if any(t._differentiates for t in _records.trace_entries()):
+        raise ValueError(
+            f"{where}: with checkpoints= and no maximum_iterations, a compiled while_loop has "
+            "first-order reverse mode only (its gradient is not recorded); for a Hessian or "
+            "an HVP pass maximum_iterations (a scan of that length), or use "
+            "tg.lax.scan(..., checkpoints=s) with a known trip count")
+    n = len(loop_vars)
+    fc = [k for k in range(n) if _backend.is_floating(loop_vars[k].dtype)]
+    fk = [k for k in range(len(captures)) if _backend.is_floating(captures[k].dtype)]
+    specs = [_spec(v) for v in loop_vars]
+
+    def back(ts):  # (loop variables, cotangents of the floating ones) -> gradients
+        return _step_vjp(lambda c, x: (body(c), []), ts[:n], [], captures,
+                         (fc, [], [], fk), ts[n:], where)
+
+    back_found = _discover(back, [*specs, *[specs[k] for k in fc]])
+    trips, times, _, *buffers = kept
+
+    def turn(state, g):
+        got = _run_found(back_found, back, [*state, *g[0]])
+        return got[:len(fc)], [a + b for a, b in zip(g[1], got[len(fc):])]
+
+    def advance(state):
+        return found.run(list(state), lambda: again(list(state)))
+
+    gc = [_backend.as_jax((dys[k] if dys[k] is not None else zeros_like(outs[k]))._value)
+          for k in fc]
+    gk = [_backend.as_jax(zeros_like(captures[k])._value) for k in fk]
+    (gc, gk), _ = _online_reverse(advance, turn, trips, times, buffers, (gc, gk))
+    out = [None] * (n + len(captures))
+    for i, k in enumerate(fc):
+        out[k] = Tensor(gc[i])
+    for i, k in enumerate(fk):
+        out[n + k] = Tensor(gk[i])
+    return out
 
 
 def _bounded_while(cond_fn, body_fn, loop_vars, maximum_iterations, where, names):
@@ -1260,30 +1424,14 @@ def _check_vars(where, structure, new_structure, what="body"):
                         "structure")
 
 
-def _while(where, cond_fn, body_fn, init, maximum_iterations, prefix):
-    """The while loop of ``cond_fn(v)`` and ``body_fn(v) -> v`` on the pytree ``init``."""
+def _while(where, cond_fn, body_fn, init, maximum_iterations, prefix, checkpoints=None):
+    """The while loop of ``cond_fn(v)`` and ``body_fn(v) -> v`` on the pytree ``init``;
+    ``checkpoints``: see :func:`while_loop`."""
+    slots = _while_slots(where, checkpoints)
     leaves, structure = tree_flatten(init)
     leaves = [convert_to_tensor(x) for x in leaves]
-    v = tree_unflatten(structure, leaves)
     maximum_iterations = _trip_bound(where, maximum_iterations)
     names = _paths(structure, prefix)
-    if not _compiled(leaves):
-        k = 0
-        while maximum_iterations is None or k < maximum_iterations:
-            if not bool(_predicate(cond_fn(v), f"{where}: cond")):
-                break
-            new = body_fn(v)
-            new_leaves, new_structure = tree_flatten(new)
-            _check_vars(where, structure, new_structure)
-            new_leaves = [_cast_like(x, t) for x, t in zip(new_leaves, leaves)]
-            for name, a, b in zip(names, leaves, new_leaves):  # as compiled (_while_flat)
-                if _spec(a) != _spec(b):
-                    raise _carry_changed(where, name, _spec(b), _spec(a),
-                                         "; shape_invariants cannot relax this")
-            leaves = new_leaves
-            v = tree_unflatten(structure, leaves)
-            k += 1
-        return v
 
     def flat_cond(ts):
         return _predicate(cond_fn(tree_unflatten(structure, ts)), f"{where}: cond")
@@ -1293,8 +1441,46 @@ def _while(where, cond_fn, body_fn, init, maximum_iterations, prefix):
         _check_vars(where, structure, new_structure)
         return [_cast_like(x, t) for x, t in zip(new_leaves, ts)]
 
-    outs = _while_flat(flat_cond, flat_body, leaves, maximum_iterations, where, names)
+    if _compiled(leaves):
+        outs = _while_flat(flat_cond, flat_body, leaves, maximum_iterations, where, names,
+                           slots)
+        return tree_unflatten(structure, outs)
+    trips = [0]
+
+    def run(cs):  # the eager loop: (final loop variables, no ys); counts its trips
+        k = 0
+        while (maximum_iterations is None or k < maximum_iterations) and bool(flat_cond(cs)):
+            new = flat_body(cs)
+            for name, a, b in zip(names, cs, new):  # as compiled (_while_flat)
+                if _spec(a) != _spec(b):
+                    raise _carry_changed(where, name, _spec(b), _spec(a),
+                                         "; shape_invariants cannot relax this")
+            cs, k = new, k + 1
+        trips[0] = k
+        return cs, []
+
+    if slots is None or not _records.trace_entries():
+        return tree_unflatten(structure, run(leaves)[0])
+    outs, _ = _scan_checkpointed(where, run, lambda cs, x: (flat_body(cs), []), leaves, [],
+                                 lambda: trips[0], False, checkpointing.Revolve(slots), names)
     return tree_unflatten(structure, outs)
+
+
+def _while_slots(where, checkpoints):
+    """The checkpoint slots a while loop's ``checkpoints`` names: ``None`` (or
+    ``EveryStep()``) for none, an int ``s`` or a ``Revolve(s)`` / ``Online(s)`` for ``s``.
+    Raises TypeError for another value or schedule (a while loop's trip count is known only
+    when it ends, so a schedule must work from its slot count)."""
+    if checkpoints is None or isinstance(checkpoints, checkpointing.EveryStep):
+        return None
+    if isinstance(checkpoints, (checkpointing.Revolve, checkpointing.Online)):
+        return checkpoints.s
+    if isinstance(checkpoints, (int, np.integer)) and not isinstance(checkpoints, bool):
+        return checkpointing.Online(int(checkpoints)).s  # checks s >= 1
+    raise TypeError(f"{where}: checkpoints must be None, an int (the loop states to store), "
+                    "tg.checkpointing.Online(s) or Revolve(s) (a while loop's trip count is "
+                    f"known only when it ends), got {type(checkpoints).__name__} "
+                    f"{checkpoints!r}")
 
 
 def _trip_bound(where, bound):
@@ -1328,7 +1514,8 @@ def _cast_like(x, like):
 
 
 def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations=10,
-               back_prop=True, swap_memory=False, maximum_iterations=None, name=None):
+               back_prop=True, swap_memory=False, maximum_iterations=None, name=None,
+               checkpoints=None):
     """Repeat ``loop_vars = body(*loop_vars)`` while ``cond(*loop_vars)`` (``tf.while_loop``).
 
     Args:
@@ -1344,13 +1531,28 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
             function's arguments: a traced one bounds the loop, but reverse mode then raises
             the ``ValueError`` below).
         parallel_iterations, back_prop, swap_memory, name: accepted for compatibility.
+        checkpoints: how reverse mode gets the state entering each iteration. ``None`` (or
+            ``tg.checkpointing.EveryStep()``): eagerly the tape records every iteration;
+            compiled it needs ``maximum_iterations`` and keeps one state per iteration of
+            that bound. An int ``s`` (or ``tg.checkpointing.Online(s)`` / ``Revolve(s)``):
+            at most ``s`` loop states are stored, with no bound needed. Compiled, the loop
+            stores them on :class:`tapegrad.checkpointing.Online`'s schedule (Wang, Moin &
+            Iaccarino 2009's dynamic allocation, in a fixed buffer of ``s`` slots, while it
+            runs; its docstring gives the proven optimality range and the measured cost) and
+            its gradient replays the rest in one XLA loop, the body traced twice (forward
+            and VJP); first order only (a Hessian needs ``maximum_iterations``). Eagerly,
+            the trip count ``n`` is known when the loop ends, so the gradient replays it on
+            the offline optimum ``Revolve(s)``: ``n + forward_steps(n, s) + n`` body
+            evaluations. The body must assign no Variable.
 
     Returns the final loop variables, in ``loop_vars``' structure. Eagerly it is a Python loop
     (tapes record every iteration); inside ``tg.function`` one ``lax.while_loop``, or, under a
-    recording tape with ``maximum_iterations``, a scan of that length. Raises ``TypeError`` for
-    a non-scalar or non-bool ``cond`` result and for a body whose results change structure,
-    shape or dtype (naming the loop variable and both shapes); compiled reverse mode without
-    ``maximum_iterations`` raises ``ValueError`` at gradient time.
+    recording tape with ``maximum_iterations`` and no ``checkpoints``, a scan of that length.
+    Raises ``TypeError`` for a non-scalar or non-bool ``cond`` result, for a body whose
+    results change structure, shape or dtype (naming the loop variable and both shapes), and
+    for a ``checkpoints`` of another type; ``ValueError`` for a body that assigns a Variable
+    under ``checkpoints``; compiled reverse mode without ``maximum_iterations`` or
+    ``checkpoints`` raises ``ValueError`` at gradient time.
     """
     single = not isinstance(loop_vars, (list, tuple))
     init = (loop_vars,) if single else tuple(loop_vars)
@@ -1362,7 +1564,7 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
         return tuple(out)
 
     out = _while("tg.while_loop", lambda v: cond(*v), body_fn, init, maximum_iterations,
-                 "loop_vars")
+                 "loop_vars", checkpoints)
     return out[0] if single else type(loop_vars)(out)
 
 
@@ -1448,7 +1650,8 @@ def _schedule(where, checkpoints):
 
 def _scan_checkpointed(where, run, flat_step, carries, xs, n, reverse, schedule, names):
     """An eager scan recorded as one ``Scan`` op whose gradient replays the steps on
-    ``schedule``: the forward ``run(carries)`` records nothing and keeps only the outputs;
+    ``schedule``: the forward ``run(carries)`` records nothing and keeps only the outputs
+    (``n``: the steps, or a function giving them once ``run`` has run: a while loop's);
     the gradient interprets ``schedule.plan(n)`` (:mod:`tapegrad.checkpointing`), holding at
     most its slots' carries and recording one step at a time, under a tape, for each
     ``YOUTURN``. So the step runs ``n`` times forward and ``p(n, s) + n`` times for the
@@ -1459,6 +1662,7 @@ def _scan_checkpointed(where, run, flat_step, carries, xs, n, reverse, schedule,
     with _records.trace_stack([observer]):
         c_out, ys = run(carries)
     c_out, ys = _fresh(c_out), _fresh(ys)  # an output that is an input or capture as it is
+    n = n() if callable(n) else n
     assigned = [v for v, b in zip(live, before) if v._value is not b]
     if assigned:
         raise _assigns_error(where, assigned[0])

@@ -72,35 +72,33 @@ def fori_loop(lower, upper, body_fun, init_val, checkpoints=None):
 
     ``i`` is a 0-d int32 Tensor. With Python-int bounds the loop is a :func:`scan` (reverse
     mode works, compiled too; ``checkpoints`` as :func:`scan`'s); with traced bounds a
-    :func:`while_loop` (forward mode only when compiled). Returns the final ``val``. Errors as
-    :func:`scan` and :func:`while_loop`, and ``ValueError`` for ``checkpoints`` with traced
-    bounds.
+    :func:`while_loop` (compiled reverse mode with ``checkpoints`` only, as there). Returns the
+    final ``val``. Errors as :func:`scan` and :func:`while_loop`.
     """
     lo, hi = _concrete_int(lower), _concrete_int(upper)
     if lo is not None and hi is not None:
         steps = arange(lo, builtins.max(lo, hi), dtype=np.int32)
         return _cf._scan("tg.lax.fori_loop", lambda v, i: (body_fun(i, v), None), init_val,
                          steps, None, False, 1, checkpoints)[0]
-    if checkpoints is not None:
-        raise ValueError("tg.lax.fori_loop: checkpoints= needs bounds known when it runs "
-                         "(Python ints, or 0-d Tensors outside tg.function); with traced "
-                         "bounds the loop is a while_loop, which has no reverse mode compiled")
     i0 = astype(convert_to_tensor(lower), np.int32)
     out = _cf._while("tg.lax.fori_loop", lambda c: c[0] < upper,
                      lambda c: (c[0] + 1, body_fun(c[0], c[1])), (i0, init_val), None,
-                     "(i, init_val)")
+                     "(i, init_val)", checkpoints)
     return out[1]
 
 
-def while_loop(cond_fun, body_fun, init_val):
+def while_loop(cond_fun, body_fun, init_val, checkpoints=None):
     """``val = body_fun(val)`` while ``cond_fun(val)`` (``jax.lax.while_loop``).
 
     ``cond_fun`` returns a scalar bool; ``body_fun`` the carry in the same structure, shapes
-    and dtypes. Returns the final carry. Compiled, forward mode works and reverse mode raises
-    ``ValueError`` (as in JAX; ``tg.while_loop(maximum_iterations=...)`` is reverse
-    differentiable). Errors as :func:`tapegrad.while_loop`.
+    and dtypes. Returns the final carry. Compiled, forward mode works, and reverse mode needs
+    ``checkpoints=s`` (at most ``s`` carries stored on an online schedule:
+    :func:`tapegrad.while_loop`'s ``checkpoints``) or raises ``ValueError`` (as in JAX;
+    ``tg.while_loop(maximum_iterations=...)`` is reverse differentiable too). Errors as
+    :func:`tapegrad.while_loop`.
     """
-    return _cf._while("tg.lax.while_loop", cond_fun, body_fun, init_val, None, "init_val")
+    return _cf._while("tg.lax.while_loop", cond_fun, body_fun, init_val, None, "init_val",
+                      checkpoints)
 
 
 def cond(pred, true_fun, false_fun, *operands):
