@@ -1,5 +1,7 @@
 """tg.linalg.cg and tg.lax.custom_linear_solve: SciPy's results, implicit (adjoint) gradients
 equal to the closed forms, eagerly and compiled, first and second order; errors."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -486,7 +488,8 @@ def test_the_adjoint_solve_takes_its_own_tolerances(solver):
 
     exact = np.linalg.solve(A0.T, C)
     np.testing.assert_allclose(gradient(), exact, rtol=1e-10)
-    np.testing.assert_array_equal(gradient(adjoint_maxiter=0), np.zeros(6))  # no iteration
+    with pytest.warns(tg.errors.ConvergenceWarning):
+        np.testing.assert_array_equal(gradient(adjoint_maxiter=0), np.zeros(6))  # no iteration
     loose = gradient(adjoint_rtol=1e-2)
     assert 1e-9 < np.abs(loose - exact).max() / np.abs(exact).max() < 1e-1
     np.testing.assert_allclose(gradient(adjoint_atol=1e3), np.zeros(6))  # zeros: close enough
@@ -519,3 +522,39 @@ def test_gmres_of_a_complex_system_says_it_is_not_supported():
     with pytest.raises(TypeError, match=r"tg.linalg.gmres: complex systems are not supported "
                                         r"yet .* use tg.linalg.cg"):
         tg.linalg.gmres(np.eye(3), np.ones(3) + 1j)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("solver", ["cg", "gmres"])
+def test_an_adjoint_solve_that_does_not_converge_warns_or_raises(solver, compiled):
+    # the gradient's solve failed silently: its info was dropped
+    unit = "iterations" if solver == "cg" else "restart cycles"
+    residual = np.linalg.norm(C)  # after no iteration from zeros, the cotangent itself
+    message = (rf"tg.linalg.{solver}: the adjoint solve \(of the gradient, A\^T u = cotangent; "
+               rf"A\^H for complex A\) did not converge: residual norm {residual:.3g} > "
+               rf"tolerance {1e-12 * residual:.3g} \(max\(adjoint_rtol \* \|\|cotangent\|\|, "
+               rf"adjoint_atol\)\) after adjoint_maxiter=0 {unit}, so the gradient is "
+               r"inaccurate. Raise adjoint_maxiter, .* 'raise' makes it an error")
+
+    def gradient(on_failure, maxiter=0):
+        f = _maybe_compiled(tg.grad(lambda b: tg.sum(getattr(tg.linalg, solver)(
+            A0, b, rtol=1e-12, adjoint_maxiter=maxiter, adjoint_on_failure=on_failure)[0]
+            * tg.constant(C))), compiled)
+        g = f(tg.constant(B0)).numpy()
+        if compiled:  # the host callback has run when the program has
+            _jax().effects_barrier()
+        return g
+
+    with pytest.warns(tg.errors.ConvergenceWarning, match=message):
+        np.testing.assert_array_equal(gradient("warn"), np.zeros(6))
+    with pytest.raises(tg.errors.ConvergenceError, match=message):
+        gradient("raise")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(gradient("ignore"), np.zeros(6))
+        np.testing.assert_allclose(gradient("raise", None), np.linalg.solve(A0.T, C),
+                                   rtol=1e-10)  # converged: silent
+    with pytest.raises(ValueError, match=rf"tg.linalg.{solver}: adjoint_on_failure must be one "
+                                         r"of 'warn', 'raise', 'ignore' \(as numpy.errstate's\), "
+                                         r"got 'error'"):
+        getattr(tg.linalg, solver)(A0, B0, adjoint_on_failure="error")

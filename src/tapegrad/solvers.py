@@ -7,10 +7,14 @@ transposed operator (the adjoint method), never a differentiation through the it
 """
 from __future__ import annotations
 
+import functools
+import warnings
+
 import numpy as np
 
-from . import _backend
+from . import _backend, config
 from . import control_flow as _cf
+from .errors import ConvergenceError, ConvergenceWarning
 from ._tensor import Tensor
 from .ops.creation import convert_to_tensor
 from .lax import cond, custom_linear_solve, while_loop
@@ -56,7 +60,7 @@ def _squared(u):
 
 
 def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
-       adjoint_rtol=None, adjoint_atol=None, adjoint_maxiter=None):
+       adjoint_rtol=None, adjoint_atol=None, adjoint_maxiter=None, adjoint_on_failure="warn"):
     """Solve ``A x = b`` for a symmetric (complex: Hermitian) positive definite ``A`` by
     conjugate gradients (``scipy.sparse.linalg.cg``'s arguments and result).
 
@@ -74,6 +78,9 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
         callback: not supported (``ValueError``): a compiled loop cannot call back per step.
         adjoint_rtol, adjoint_atol, adjoint_maxiter: the tolerances and iteration limit of
             the gradient's solve (default: the forward's).
+        adjoint_on_failure: what a gradient's solve that ends above its tolerance (or with a
+            NaN residual) does: ``"warn"`` (default), ``"raise"`` or ``"ignore"`` (see
+            :func:`_check_adjoint`).
 
     Returns ``(x, info)``: ``x`` of ``b``'s shape and dtype, ``info`` a 0-d int Tensor, 0 on
     convergence and otherwise the number of iterations run (as SciPy). Gradients with respect
@@ -82,7 +89,9 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     iteration; the adjoint ``b_bar = A^{-1} x_bar``, ``A_bar = -b_bar x^T``), started from zeros,
     on the cotangent divided by its largest magnitude and scaled back (:func:`_rescaled`), so
     a tiny cotangent does not underflow. ``x0`` gets no gradient. Raises ``ValueError`` for a
-    non-square matrix or a callback.
+    non-square matrix, a callback or an unknown ``adjoint_on_failure``; a gradient's solve
+    that fails warns :class:`~tapegrad.errors.ConvergenceWarning` or raises
+    :class:`~tapegrad.errors.ConvergenceError`.
     """
     if callback is not None:
         raise ValueError("tg.linalg.cg: callback is not supported; the iteration is one "
@@ -95,6 +104,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     start = zeros_like(b) if x0 is None else astype(convert_to_tensor(x0), b.dtype)
 
     def solve(op, rhs, start=start, rtol=rtol, atol=atol, limit=limit):
+        """``(x, info, ||r||, tolerance)``."""
         tol2 = maximum(rtol * rtol * _squared(rhs), atol * atol)  # squared norms compared
         r = rhs - op(start)
         z = precond(r)
@@ -115,36 +125,82 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
             return x, r, z + (rz_new / rz) * p, rz_new, k + 1
 
         x, r, _, _, k = while_loop(go, step, init)
-        info = where(_squared(r) > tol2, k, 0)
-        return x, info
+        rr = _squared(r)
+        return x, where(rr > tol2, k, 0), sqrt(rr), sqrt(tol2)
 
-    adjoint = _adjoint_options(rtol, atol, limit, adjoint_rtol, adjoint_atol, adjoint_maxiter)
+    adjoint = _adjoint_options("tg.linalg.cg", rtol, atol, limit, adjoint_rtol, adjoint_atol,
+                               adjoint_maxiter, adjoint_on_failure)
 
     def adjoint_solve(op, rhs):  # from zeros, not x0: x0 guesses x, not the adjoint
-        return _rescaled(lambda rhs, atol: solve(op, rhs, zeros_like(rhs), adjoint[0], atol,
-                                                 adjoint[2]), rhs, adjoint[1])
+        return _check_adjoint(*_rescaled(lambda rhs, atol: solve(
+            op, rhs, zeros_like(rhs), adjoint[0], atol, adjoint[2]), rhs, adjoint[1]),
+            adjoint, "tg.linalg.cg", "iterations")
 
-    return custom_linear_solve(matvec, b, solve, adjoint_solve, symmetric=True, has_aux=True)
+    return custom_linear_solve(matvec, b, lambda op, rhs: solve(op, rhs)[:2], adjoint_solve,
+                               symmetric=True, has_aux=True)
 
 
-def _adjoint_options(rtol, atol, limit, adjoint_rtol, adjoint_atol, adjoint_maxiter):
-    """``(rtol, atol, iteration limit)`` of a gradient's solve: the ``adjoint_`` ones given,
-    else the forward's."""
+_ON_FAILURE = ("warn", "raise", "ignore")
+
+
+def _adjoint_options(where_, rtol, atol, limit, adjoint_rtol, adjoint_atol, adjoint_maxiter,
+                     adjoint_on_failure):
+    """``(rtol, atol, iteration limit, on_failure)`` of a gradient's solve: the ``adjoint_``
+    ones given, else the forward's. Raises ``ValueError`` for an unknown ``on_failure``."""
+    if adjoint_on_failure not in _ON_FAILURE:
+        raise ValueError(f"{where_}: adjoint_on_failure must be one of "
+                         f"{', '.join(map(repr, _ON_FAILURE))} (as numpy.errstate's), got "
+                         f"{adjoint_on_failure!r}")
     return (rtol if adjoint_rtol is None else adjoint_rtol,
             atol if adjoint_atol is None else adjoint_atol,
-            limit if adjoint_maxiter is None else int(adjoint_maxiter))
+            limit if adjoint_maxiter is None else int(adjoint_maxiter), adjoint_on_failure)
 
 
 def _rescaled(solve, rhs, atol):
-    """``solve(rhs / s, atol / s) * s`` with ``s`` the largest ``|rhs_i|`` (1 if ``rhs`` is
-    zero), returning ``(x, info)``: the solve of a linear system is homogeneous, but its inner
-    products are not safe at any scale: a float32 cotangent of 1e-20 has ``r.r`` below the
-    smallest float32 and CG's step ``r.z / p.Ap`` becomes 0/0 (jax#40254); the absolute
-    tolerance stays the caller's, in the caller's units."""
+    """``solve(rhs / s, atol / s)`` scaled back by ``s``, the largest ``|rhs_i|`` (1 if ``rhs``
+    is zero): ``solve`` returns ``(x, info, ||r||, tolerance)`` and so does this, ``x``, the
+    residual norm and the tolerance times ``s``. The solve of a linear system is homogeneous,
+    but its inner products are not safe at any scale: a float32 cotangent of 1e-20 has ``r.r``
+    below the smallest float32 and CG's step ``r.z / p.Ap`` becomes 0/0 (jax#40254); the
+    absolute tolerance stays the caller's, in the caller's units."""
     s = _max(_abs(rhs))
     s = where(s > 0, s, ones_like(s))
-    x, info = solve(rhs / s, atol / s)
-    return x * s, info
+    x, info, rnorm, tol = solve(rhs / s, atol / s)
+    return x * s, info, rnorm * s, tol * s
+
+
+def _check_adjoint(x, info, rnorm, tol, options, where_, unit):
+    """``(x, info)`` of a gradient's solve, after acting on its failure (a residual norm
+    ``rnorm`` not at most the tolerance ``tol``: above it, or NaN) as ``options[3]`` says: ``"warn"``
+    (:class:`~tapegrad.errors.ConvergenceWarning`), ``"raise"``
+    (:class:`~tapegrad.errors.ConvergenceError`) or ``"ignore"``. Eagerly the check reads the
+    values; inside ``tg.function`` it is a host callback (``jax.debug.callback``) run with
+    the program, whose error ``tg.function`` raises as ``ConvergenceError`` when the result
+    is read."""
+    if options[3] != "ignore":
+        check = functools.partial(_adjoint_failed, where_, options, unit)
+        values = [t._value for t in (rnorm, tol)]
+        jax = config.loaded_jax()
+        if jax is not None and any(isinstance(v, jax.core.Tracer) for v in values):
+            jax.debug.callback(check, *values)
+        else:
+            check(*values)
+    return x, info
+
+
+def _adjoint_failed(where_, options, unit, rnorm, tol):
+    rnorm, tol = _backend.to_numpy(rnorm), _backend.to_numpy(tol)
+    if np.all(rnorm <= tol):
+        return
+    message = (f"{where_}: the adjoint solve (of the gradient, A^T u = cotangent; A^H "
+               f"for complex A) did not converge: residual norm {np.max(rnorm):.3g} > tolerance {np.min(tol):.3g} "
+               f"(max(adjoint_rtol * ||cotangent||, adjoint_atol)) after adjoint_maxiter="
+               f"{options[2]} {unit}, so the gradient is inaccurate. Raise adjoint_maxiter, "
+               "loosen adjoint_rtol or adjoint_atol, or pass a better preconditioner M; "
+               "adjoint_on_failure='ignore' silences this, 'raise' makes it an error")
+    if options[3] == "raise":
+        raise ConvergenceError(message)
+    warnings.warn(message, ConvergenceWarning, stacklevel=2)
 
 
 def _vector(b, where_):
@@ -190,7 +246,7 @@ def _gmres(op, pre, rhs, start, rtol, atol, m, limit):
     orthogonal ``(m + 1, m + 1)`` matrix ``Q`` (applying them all to a new Hessenberg column is
     one product, and ``|beta Q[k+1, 0]|`` is the least-squares residual after step ``k``); the
     triangular factor ``R`` is the identity in the columns not reached, so one ``(m, m)`` solve
-    gives ``y`` with zeros there."""
+    gives ``y`` with zeros there. Returns ``(x, info, ||rhs - op(x)||, tolerance)``."""
     dtype = rhs.dtype
     eps = float(finfo(dtype).eps)
     rows = arange(m + 1)
@@ -265,12 +321,13 @@ def _gmres(op, pre, rhs, start, rtol, atol, m, limit):
     init = (start, r, _norm(r), zero, ptol, ones((), dtype=dtype), convert_to_tensor(False))
     x, _, rn, _, _, _, _ = while_loop(more, cycle, init)
     done = (rn <= tol) | (bnrm == 0)
-    return where(bnrm > 0, x, 0.0), where(done, zero, convert_to_tensor(np.int32(limit)))
+    return (where(bnrm > 0, x, 0.0), where(done, zero, convert_to_tensor(np.int32(limit))), rn,
+            tol)
 
 
 def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=None,
           callback=None, callback_type=None, adjoint_rtol=None, adjoint_atol=None,
-          adjoint_maxiter=None):
+          adjoint_maxiter=None, adjoint_on_failure="warn"):
     """Solve ``A x = b`` for a general (non-symmetric) ``A`` by restarted GMRES
     (``scipy.sparse.linalg.gmres``'s arguments and result).
 
@@ -290,6 +347,9 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
             back per step.
         adjoint_rtol, adjoint_atol, adjoint_maxiter: the tolerances and restart-cycle limit
             of the gradient's solve (default: the forward's).
+        adjoint_on_failure: what a gradient's solve that ends above its tolerance (or with a
+            NaN residual) does: ``"warn"`` (default), ``"raise"`` or ``"ignore"``, as
+            :func:`cg`'s.
 
     Returns ``(x, info)``: ``x`` of ``b``'s shape and dtype, ``info`` a 0-d int32 Tensor, 0 on
     convergence and otherwise ``maxiter`` (as SciPy, also when a breakdown stopped it
@@ -307,8 +367,11 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
     ``A_bar = -b_bar x^T``. They are as accurate as that solve, so use a small ``rtol`` (or
     ``adjoint_rtol``). ``x0`` gets no gradient.
 
-    Raises ``ValueError`` for a callback, an unknown ``callback_type``, a ``b`` that is not a
-    vector, a non-square ``A`` or ``M``, or one whose size is not ``b``'s.
+    Raises ``ValueError`` for a callback, an unknown ``callback_type`` or
+    ``adjoint_on_failure``, a ``b`` that is not a vector, a non-square ``A`` or ``M``, or one
+    whose size is not ``b``'s; a gradient's solve that fails warns
+    :class:`~tapegrad.errors.ConvergenceWarning` or raises
+    :class:`~tapegrad.errors.ConvergenceError`.
     """
     where_ = "tg.linalg.gmres"
     if callback is not None:
@@ -341,13 +404,14 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
         raise ValueError(f"{where_}: x0 has shape {tuple(start.shape)} but b has ({n},)")
 
     def solve(op, rhs):
-        return _gmres(op, precond, rhs, start, rtol, atol, m, limit)
+        return _gmres(op, precond, rhs, start, rtol, atol, m, limit)[:2]
 
-    adjoint = _adjoint_options(rtol, atol, limit, adjoint_rtol, adjoint_atol, adjoint_maxiter)
+    adjoint = _adjoint_options(where_, rtol, atol, limit, adjoint_rtol, adjoint_atol,
+                               adjoint_maxiter, adjoint_on_failure)
 
     def transpose_solve(op, rhs):
-        return _rescaled(lambda rhs, atol: _gmres(op, precond_t, rhs, zeros_like(rhs),
-                                                  adjoint[0], atol, m, adjoint[2]),
-                         rhs, adjoint[1])
+        return _check_adjoint(*_rescaled(lambda rhs, atol: _gmres(
+            op, precond_t, rhs, zeros_like(rhs), adjoint[0], atol, m, adjoint[2]),
+            rhs, adjoint[1]), adjoint, where_, "restart cycles")
 
     return custom_linear_solve(matvec, b, solve, transpose_solve, has_aux=True)
