@@ -558,3 +558,34 @@ def test_an_adjoint_solve_that_does_not_converge_warns_or_raises(solver, compile
                                          r"of 'warn', 'raise', 'ignore' \(as numpy.errstate's\), "
                                          r"got 'error'"):
         getattr(tg.linalg, solver)(A0, B0, adjoint_on_failure="error")
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_preconditioned_gmres_gradient_uses_the_transposed_preconditioner_jax_29449(compiled):
+    # jax#29449: JAX's transposed GMRES applies M, not M^T, so with a non-symmetric M (here
+    # Gauss-Seidel's, the inverse of A's lower triangle: M A ~ I, M A^T is not) the forward
+    # solve converges in its budget and the gradient's does not (JAX 0.10: relative error 1.1)
+    rng = np.random.default_rng(5)
+    n = 30
+    a = 3 * np.eye(n) + np.tril(rng.normal(size=(n, n)), -1) + 0.02 * np.triu(
+        rng.normal(size=(n, n)), 1)
+    m = np.linalg.inv(np.tril(a))
+    b, c = rng.normal(size=n), rng.normal(size=n)
+    budget = {"rtol": 1e-10, "restart": 4, "maxiter": 3}
+    assert np.abs(m - m.T).max() > 1
+    # the case tells M^T from M: with M on A^T the same budget does not converge
+    assert int(tg.linalg.gmres(a.T, c, M=m, **budget)[1]) == 3
+    mt = tg.constant(m)
+    for precond in (m, lambda v: tg.matmul(mt, v)):  # M^T: a transpose, or a reverse pass
+        def loss(b):
+            x, info = tg.linalg.gmres(a, b, M=precond, adjoint_on_failure="raise", **budget)
+            return tg.sum(x * tg.constant(c)), info
+
+        (value, info), g = _maybe_compiled(tg.value_and_grad(loss, has_aux=True),
+                                           compiled)(tg.constant(b))
+        assert int(info) == 0
+        np.testing.assert_allclose(float(value), c @ np.linalg.solve(a, b), rtol=1e-10)
+        dense = tg.grad(lambda b: tg.sum(tg.linalg.solve(tg.constant(a), b[:, None])[:, 0]
+                                         * tg.constant(c)))(tg.constant(b))
+        np.testing.assert_allclose(g.numpy(), dense.numpy(), rtol=1e-8)
+        np.testing.assert_allclose(g.numpy(), np.linalg.solve(a.T, c), rtol=1e-8)
