@@ -518,10 +518,65 @@ def test_cg_solves_a_complex_hermitian_system_and_differentiates_it(compiled):
         np.testing.assert_allclose(g.numpy(), np.conj(np.linalg.solve(a.T, c)), rtol=1e-10)
 
 
-def test_gmres_of_a_complex_system_says_it_is_not_supported():
-    with pytest.raises(TypeError, match=r"tg.linalg.gmres: complex systems are not supported "
-                                        r"yet .* use tg.linalg.cg"):
-        tg.linalg.gmres(np.eye(3), np.ones(3) + 1j)
+_Z = np.random.default_rng(2)
+Z0 = 3 * np.eye(N0) + 0.4 * (_Z.normal(size=(N0, N0)) + 1j * _Z.normal(size=(N0, N0)))
+ZB, ZC = _Z.normal(size=(2, N0)) + 1j * _Z.normal(size=(2, N0))
+
+
+@pytest.mark.parametrize("kwargs", [
+    {}, {"restart": 4, "rtol": 1e-10}, {"restart": 3, "maxiter": 2},
+    {"M": np.diag(1 / np.diag(Z0)), "restart": 5, "rtol": 1e-9}],
+    ids=["default", "restart", "maxiter", "M"])
+def test_gmres_runs_scipys_iteration_on_a_complex_system(kwargs):
+    # it raised TypeError: complex systems are not supported yet
+    scipy_linalg = pytest.importorskip("scipy.sparse.linalg")
+    want, want_info = scipy_linalg.gmres(Z0, ZB, **kwargs)
+    x, info = tg.linalg.gmres(tg.constant(Z0), tg.constant(ZB), **kwargs)
+    np.testing.assert_allclose(x.numpy(), want, rtol=1e-9, atol=1e-12)
+    assert int(info) == want_info and x.dtype == tg.complex128
+
+
+@pytest.mark.usefixtures("x64")
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_gmres_gradient_of_a_complex_system_is_the_dense_solves(compiled):
+    jax = _jax()
+    jnp = jax.numpy
+    rng = np.random.default_rng(5)
+    n = 30
+    za = 3 * np.eye(n) + 0.5 * np.tril(rng.normal(size=(n, n)) + 1j * rng.normal(size=(n, n)),
+                                       -1) + 0.01 * np.triu(rng.normal(size=(n, n)), 1)
+    zm = np.linalg.inv(np.tril(za))  # Gauss-Seidel: M A ~ I; neither M^T nor M on A^H is
+    budget = {"rtol": 1e-10, "restart": 4, "maxiter": 3}
+    assert int(tg.linalg.gmres(za.conj().T, np.ones(n), M=zm.T, **budget)[1]) == 3
+    mt = tg.constant(zm)
+    b, c = rng.normal(size=(2, n)) + 1j * rng.normal(size=(2, n))
+    cases = [(Z0, ZB, ZC, None, {"rtol": 1e-12, "restart": 4}), (za, b, c, zm, budget),
+             (za, b, c, lambda v: tg.matmul(mt, v), budget)]
+    for a, b, c, m, options in cases:  # M^H: a conjugate transpose, a VJP
+        def loss(a, b, solve):
+            return tg.real(tg.sum(solve(a, b) * tg.constant(c)))
+
+        def gmres(a, b):
+            return tg.linalg.gmres(a, b, M=m, adjoint_on_failure="raise", **options)[0]
+
+        def dense(a, b):
+            return tg.linalg.solve(a, b[:, None])[:, 0]
+
+        ga, gb = _maybe_compiled(tg.grad(lambda a, b: loss(a, b, gmres), argnums=(0, 1)),
+                                 compiled)(tg.constant(a), tg.constant(b))
+        da, db = tg.grad(lambda a, b: loss(a, b, dense), argnums=(0, 1))(tg.constant(a),
+                                                                         tg.constant(b))
+        np.testing.assert_allclose(gb.numpy(), db.numpy(), rtol=1e-8)
+        np.testing.assert_allclose(ga.numpy(), da.numpy(), rtol=1e-8, atol=1e-12)
+        # JAX's gradient is the conjugate of tapegrad's (docs/architecture.md, "Complex numbers")
+        ja, jb = jax.grad(lambda a, b: jnp.real(jnp.sum(jnp.linalg.solve(a, b) * c)),
+                          argnums=(0, 1))(a, b)
+        np.testing.assert_allclose(gb.numpy(), np.conj(jb), rtol=1e-8)
+        np.testing.assert_allclose(ga.numpy(), np.conj(ja), rtol=1e-8, atol=1e-12)
+        u = np.linalg.solve(a.conj().T, c.conj())  # b_bar = A^-H x_bar, x_bar = conj(c)
+        np.testing.assert_allclose(gb.numpy(), u, rtol=1e-8)
+        np.testing.assert_allclose(ga.numpy(), -np.outer(u, np.linalg.solve(a, b).conj()),
+                                   rtol=1e-8, atol=1e-12)
 
 
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
@@ -589,3 +644,14 @@ def test_preconditioned_gmres_gradient_uses_the_transposed_preconditioner_jax_29
                                          * tg.constant(c)))(tg.constant(b))
         np.testing.assert_allclose(g.numpy(), dense.numpy(), rtol=1e-8)
         np.testing.assert_allclose(g.numpy(), np.linalg.solve(a.T, c), rtol=1e-8)
+
+
+@pytest.mark.parametrize("solver", ["cg", "gmres"])
+def test_a_real_b_with_a_complex_matrix_is_solved_in_complex(solver):
+    # as SciPy's: x has the result dtype of A, M and b (it failed in a while_loop dtype check)
+    rng = np.random.default_rng(4)
+    q = rng.normal(size=(6, 6)) + 1j * rng.normal(size=(6, 6))
+    a = q @ q.conj().T + 6 * np.eye(6)
+    x, info = getattr(tg.linalg, solver)(a, B0, rtol=1e-12, M=np.diag(1 / np.diag(a)))
+    assert int(info) == 0 and x.dtype == tg.complex128
+    np.testing.assert_allclose(x.numpy(), np.linalg.solve(a, B0), rtol=1e-10)

@@ -21,7 +21,7 @@ from .lax import cond, custom_linear_solve, while_loop
 from .ops import (abs as _abs, arange, asarray, astype, expand_dims, eye, finfo, logical_not,
                   matmul, matrix_transpose, maximum, minimum, ones, ones_like, sqrt,
                   sum as _sum, where, zeros_like)
-from .ops import conj, real
+from .ops import conj, real, result_type
 from .ops import max as _max
 from .ops.linalg_ext import solve as _dense_solve
 
@@ -45,18 +45,32 @@ def _dot(u, v):
     return _sum(u * v)
 
 
-def _norm(u):
-    return sqrt(_dot(u, u))
+def _is_complex(u):
+    return _backend.np_dtype(u.dtype).kind == "c"
+
+
+def _promoted(b, *operators):
+    """``b`` cast to the result dtype of it and the matrices among ``operators`` (``A`` and
+    ``M``; functions are skipped), as SciPy's solvers take a real ``b`` with a complex ``A``."""
+    matrices = [o if isinstance(o, Tensor) else convert_to_tensor(o) for o in operators
+                if o is not None and not callable(o) or isinstance(o, Tensor)]
+    dtype = result_type(b, *matrices)
+    return b if dtype == b.dtype else astype(b, dtype)
 
 
 def _inner(u, v):
     """``u^H v``: the inner product of complex vectors (``u^T v`` for real ones)."""
-    return _dot(conj(u), v) if _backend.np_dtype(u.dtype).kind == "c" else _dot(u, v)
+    return _dot(conj(u), v) if _is_complex(u) else _dot(u, v)
 
 
 def _squared(u):
-    """``||u||^2``, real for a complex ``u`` too."""
-    return real(_inner(u, u)) if _backend.np_dtype(u.dtype).kind == "c" else _dot(u, u)
+    """``||u||^2`` (``|u|^2`` of a 0-d ``u``), real for a complex ``u`` too."""
+    return real(_inner(u, u)) if _is_complex(u) else _dot(u, u)
+
+
+def _norm(u):
+    """``||u||``, real for a complex ``u`` too."""
+    return sqrt(_squared(u))
 
 
 def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=None,
@@ -69,7 +83,8 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
             Tensor (matrix-free operators: a stencil, an FFT); it may read tensors and
             Variables, which get gradients.
         b: the ``(n,)`` floating right-hand side, real or complex (inner products are then
-            ``u^H v``, as SciPy's and JAX's).
+            ``u^H v``, as SciPy's and JAX's); cast to the result dtype of it and a matrix
+            ``A`` or ``M`` (a function must return ``b``'s dtype); ``x`` has that dtype.
         x0: the starting guess (default zeros).
         rtol, atol: stop when ``||r|| <= max(rtol * ||b||, atol)``.
         maxiter: at most this many iterations (default ``10 n``).
@@ -96,7 +111,7 @@ def cg(A, b, x0=None, *, rtol=1e-5, atol=0.0, maxiter=None, M=None, callback=Non
     if callback is not None:
         raise ValueError("tg.linalg.cg: callback is not supported; the iteration is one "
                          "compiled loop. Run scipy.sparse.linalg.cg eagerly to watch each step")
-    b = convert_to_tensor(b)
+    b = _promoted(convert_to_tensor(b), A, M)
     matvec = _operator(A, "tg.linalg.cg")
     precond = (lambda v: v) if M is None else _operator(M, "tg.linalg.cg: M")
     n = int(b.shape[0])
@@ -221,11 +236,14 @@ def _check_size(A, n, where_, name):
 
 
 def _transposed(M, like):
-    """The transpose of the operator ``M``: of a matrix directly, of a linear function by one
-    reverse pass through it."""
+    """The adjoint of the operator ``M``: ``M^T``, or ``M^H`` for a complex one (the operator
+    a gradient's solve with ``A^H`` is preconditioned by): of a matrix directly, of a linear
+    function by one reverse pass through it (whose VJP is ``M^H`` in tapegrad's convention,
+    docs/architecture.md, "Complex numbers")."""
     if callable(M) and not isinstance(M, Tensor):
         return _cf._transpose(M, like)
     mt = matrix_transpose(M if isinstance(M, Tensor) else convert_to_tensor(M))
+    mt = conj(mt) if _is_complex(mt) else mt
     return lambda v: matmul(mt, v)
 
 
@@ -246,8 +264,11 @@ def _gmres(op, pre, rhs, start, rtol, atol, m, limit):
     orthogonal ``(m + 1, m + 1)`` matrix ``Q`` (applying them all to a new Hessenberg column is
     one product, and ``|beta Q[k+1, 0]|`` is the least-squares residual after step ``k``); the
     triangular factor ``R`` is the identity in the columns not reached, so one ``(m, m)`` solve
-    gives ``y`` with zeros there. Returns ``(x, info, ||rhs - op(x)||, tolerance)``."""
+    gives ``y`` with zeros there. Complex: inner products ``u^H v`` and complex Givens
+    rotations ``[[conj(c), conj(s)], [-s, c]]`` with ``c = a / r``, ``s = b / r``,
+    ``r = sqrt(|a|^2 + |b|^2)``, which take ``(a, b)`` to ``(r, 0)``; norms and tolerances real. Returns ``(x, info, ||rhs - op(x)||, tolerance)``."""
     dtype = rhs.dtype
+    cj = conj if _is_complex(rhs) else (lambda z: z)
     eps = float(finfo(dtype).eps)
     rows = arange(m + 1)
     cols = arange(m)
@@ -261,7 +282,7 @@ def _gmres(op, pre, rhs, start, rtol, atol, m, limit):
     def project(w, V, h):
         """``w`` less its components along ``V``'s rows (classical Gram-Schmidt, two products);
         their coefficients are added to ``h``."""
-        c = matmul(V, w)
+        c = matmul(cj(V), w)
         return w - matmul(c, V), h + c
 
     def arnoldi(s):
@@ -282,12 +303,12 @@ def _gmres(op, pre, rhs, start, rtol, atol, m, limit):
         V = _with_row(V, k + 1, where(brk, 0.0, w / where(brk, 1.0, h1)))
         col = matmul(Q, h + ek1 * where(brk, 0.0, h1))
         a, c = _dot(col, ek), _dot(col, ek1)
-        mag = sqrt(a * a + c * c)
+        mag = sqrt(_squared(a) + _squared(c))
         dead = mag == 0  # a singular column: SciPy's pseudo-solve drops its component
         mag = where(dead, 1.0, mag)
         cs, sn = where(dead, 1.0, a / mag), where(dead, 0.0, c / mag)
         qk, qk1 = matmul(ek, Q), matmul(ek1, Q)
-        Q = (Q + expand_dims(ek, axis=1) * (cs * qk + sn * qk1 - qk)
+        Q = (Q + expand_dims(ek, axis=1) * (cj(cs) * qk + cj(sn) * qk1 - qk)
              + expand_dims(ek1, axis=1) * (cs * qk1 - sn * qk - qk1))
         R = where(cols == k, expand_dims(col + ek * (mag - a) - ek1 * c, axis=1), R)
         keep = keep * (1.0 - ek * astype(dead, dtype))
@@ -318,7 +339,7 @@ def _gmres(op, pre, rhs, start, rtol, atol, m, limit):
     def more(state):
         return (state[2] > tol) & (state[3] < limit) & logical_not(state[6]) & (bnrm > 0)
 
-    init = (start, r, _norm(r), zero, ptol, ones((), dtype=dtype), convert_to_tensor(False))
+    init = (start, r, _norm(r), zero, ptol, real(ones((), dtype=dtype)), convert_to_tensor(False))
     x, _, rn, _, _, _, _ = while_loop(more, cycle, init)
     done = (rn <= tol) | (bnrm == 0)
     return (where(bnrm > 0, x, 0.0), where(done, zero, convert_to_tensor(np.int32(limit))), rn,
@@ -334,8 +355,9 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
     Args:
         A: an ``(n, n)`` matrix (Tensor or array) or a function ``v -> A v`` of an ``(n,)``
             Tensor; it may read tensors and Variables, which get gradients.
-        b: the ``(n,)`` real floating right-hand side; ``x`` has its dtype (float32 or
-            float64). A complex one raises ``TypeError`` (not supported yet).
+        b: the ``(n,)`` floating right-hand side, real or complex (inner products are then
+            ``u^H v``, as SciPy's and JAX's); cast to the result dtype of it and a matrix
+            ``A`` or ``M`` (a function must return ``b``'s dtype); ``x`` has that dtype.
         x0: the starting guess (default zeros).
         rtol, atol: stop when ``||b - A x|| <= max(rtol * ||b||, atol)``.
         restart: the Krylov dimension built between restarts (default ``min(20, n)``).
@@ -361,10 +383,12 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
 
     Gradients with respect to ``b`` and ``A``'s parameters are implicit
     (``tg.lax.custom_linear_solve``): one GMRES solve with the transposed operator, ``A^T``
-    (a matrix's transpose, or one reverse pass through the function) preconditioned by
-    ``M^T``, from zeros, on the cotangent divided by its largest magnitude and scaled back
-    (a tiny cotangent does not underflow); the adjoint ``b_bar = A^{-T} x_bar``,
-    ``A_bar = -b_bar x^T``. They are as accurate as that solve, so use a small ``rtol`` (or
+    (a matrix's transpose, or one reverse pass through the function; ``A^H`` for complex
+    ones) preconditioned by ``M^T`` (``M^H``), from zeros, on the cotangent divided by its
+    largest magnitude and scaled back (a tiny cotangent does not underflow); the adjoint
+    ``b_bar = A^{-T} x_bar``, ``A_bar = -b_bar x^T`` (complex: ``A^{-H} x_bar`` and
+    ``-b_bar x^H``, the conjugate of JAX's gradient, as docs/architecture.md's "Complex
+    numbers" defines it). They are as accurate as that solve, so use a small ``rtol`` (or
     ``adjoint_rtol``). ``x0`` gets no gradient.
 
     Raises ``ValueError`` for a callback, an unknown ``callback_type`` or
@@ -381,11 +405,7 @@ def gmres(A, b, x0=None, *, rtol=1e-5, atol=0.0, restart=None, maxiter=None, M=N
         raise ValueError(f"{where_}: unknown callback_type {callback_type!r} (SciPy's are "
                          "'x', 'pr_norm' and 'legacy'; none is supported here)")
     b = _vector(b, where_)
-    if _backend.np_dtype(b.dtype).kind == "c":
-        raise TypeError(f"{where_}: complex systems are not supported yet (b has dtype "
-                        f"{_backend.np_dtype(b.dtype)}); for a Hermitian positive definite A use "
-                        "tg.linalg.cg, else solve the real system [[Re A, -Im A], [Im A, Re A]] "
-                        "[Re x; Im x] = [Re b; Im b] of twice the size")
+    b = _promoted(b, A, M)
     n = int(b.shape[0])
     matvec = _operator(A, where_)
     _check_size(A, n, where_, "A")
