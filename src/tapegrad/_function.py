@@ -56,7 +56,7 @@ from ._tensor import Tensor, _wrap
 from ._variables import (DeviceTensor, Variable, bind_variables, device_array, device_arrays,
                          on_device, set_all_on_device, set_on_device, set_state, sole_device_arrays,
                          visible_variables)
-from .errors import NumericsError, describe_fn
+from .errors import ConvergenceError, NumericsError, describe_fn
 from .forward import ForwardAccumulator
 
 __all__ = ["function", "Function", "TensorSpec", "RetracingWarning"]
@@ -715,12 +715,14 @@ def _to_host(array, name):
 def _runtime_error(error, name):
     """A program's run-time error (``JaxRuntimeError``, at the call or at the first wait) as
     the error tapegrad raises: ``NumericsError`` for check-numerics, ``TypeError`` for a host
-    callback's, naming the function; any other error as it is, with a note naming it."""
-    found = re.search(r"(check_numerics|host callback): [^\n]*", str(error))
+    callback's, ``ConvergenceError`` for a solver's adjoint solve, naming the function; any other error as it is, with a note naming it."""
+    found = re.search(r"(check_numerics: |host callback: |tg\.linalg\.\w+: the adjoint solve )"
+                      r"[^\n]*", str(error))
     if found is None:
         error.add_note(f"raised by the program of tg.function({name})")
         return error
-    kind = NumericsError if found.group(1) == "check_numerics" else TypeError
+    kind = {"check_numerics: ": NumericsError, "host callback: ": TypeError}.get(
+        found.group(1), ConvergenceError)
     return kind(f"tg.function({name}): {found.group(0)}")
 
 

@@ -37,6 +37,15 @@ class TapeLeakWarning(UserWarning):
     from that array carries no gradient."""
 
 
+class ConvergenceWarning(RuntimeWarning):
+    """An iterative solve a gradient needs (the adjoint solve of ``tg.linalg.cg`` or
+    ``tg.linalg.gmres``) stopped before reaching its tolerance: the gradient is inaccurate."""
+
+
+class ConvergenceError(RuntimeError):
+    """:class:`ConvergenceWarning` as an error, with ``adjoint_on_failure="raise"``."""
+
+
 def describe_fn(fn) -> str:
     """``qualname (file:line)`` of a function (a gradient function, a hook), for messages."""
     try:
