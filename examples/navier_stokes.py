@@ -327,7 +327,8 @@ def main(argv=None):
     recovered = theta.numpy()
     error = float(np.linalg.norm(recovered - problem["theta"]) / np.linalg.norm(problem["theta"]))
     print(f"{args.iterations} Adam steps ({mode}, N={args.steps}): first call "
-          f"{times[0]:.2f} s (compile about {compile_seconds:.2f} s), then "
+          f"{times[0]:.2f} s (trace and compile: about {compile_seconds:.2f} s more than a later "
+          f"step), then "
           f"{step_seconds:.3f} s per step; peak memory (ru_maxrss) {peak_mb:.0f} MiB")
     print(f"relative error of the recovered force: {error:.3f}")
     if args.out:
