@@ -174,3 +174,77 @@ def test_fori_loop_takes_checkpoints_with_known_and_traced_bounds():
         np.testing.assert_allclose(traced(x, tg.constant(25)).numpy(), tg.grad(
             lambda x: tg.sum(tg.lax.fori_loop(0, 25, lambda i, v: tg.sin(v) * 1.1, x)))(x)
             .numpy(), rtol=1e-12)
+
+
+# --- checkpointing composed with every transform ----------------------------------------------
+@tg.custom_gradient
+def _custom_sin(x):
+    return tg.sin(x), lambda dy: dy * tg.cos(x)
+
+
+def _steps(inner):
+    """A step of a dict carry {"h", "g"} whose nonlinear part is ``inner`` (sin, a
+    custom-gradient sin, or sin under recompute_grad), reading the Variable-like ``w``."""
+    def step(c, w):
+        h = inner(c["h"] * w) + 0.1 * c["g"]
+        return {"h": h, "g": c["g"] * 0.9 + tg.cos(c["h"])}
+    return step
+
+
+INNERS = {"sin": tg.sin, "custom_gradient": _custom_sin,
+          "recompute_grad": tg.recompute_grad(lambda x: tg.sin(x) * tg.cos(0.5 * x))}
+
+
+def _looped(loop, inner, checkpoints, n=9):
+    step = _steps(INNERS[inner])
+
+    def f(x):  # x: (3,) -> scalar
+        w = tg.constant(W)
+        c0 = {"h": x, "g": tg.cos(x)}
+        if loop == "scan":
+            c = tg.lax.scan(lambda c, _: (step(c, w), None), c0, None, length=n,
+                            checkpoints=checkpoints)[0]
+        else:
+            c = tg.while_loop(lambda c, k: k < n, lambda c, k: (step(c, w), k + 1),
+                              (c0, tg.constant(0)), checkpoints=checkpoints,
+                              maximum_iterations=None if checkpoints else n + 2)[0]
+        return tg.sum(c["h"] ** 2) + tg.sum(c["g"])
+    return f
+
+
+TRANSFORMS = {
+    "grad": lambda f: tg.grad(f),
+    "jvp": lambda f: lambda x: tg.jvp(f, (x,), (tg.ones_like(x),))[1],
+    "vmap_grad": lambda f: lambda x: tg.vmap(tg.grad(f))(tg.stack([x, 0.5 * x, -x])),
+    "hessian": lambda f: tg.hessian(f),
+    "hvp": lambda f: lambda x: tg.jvp(tg.grad(f), (x,), (tg.ones_like(x),))[1],
+    "function_grad": lambda f: tg.function(tg.grad(f)),
+    "function_vmap_grad": lambda f: tg.function(
+        lambda x: tg.vmap(tg.grad(f))(tg.stack([x, 0.5 * x, -x]))),
+}
+
+
+def _cases():
+    """Every transform x loop x inner step; by default each transform with the plain step and
+    each inner step under grad and tg.function(grad) (all with TAPEGRAD_SLOW_TESTS=1)."""
+    out = []
+    for transform in sorted(TRANSFORMS):
+        for loop in ("scan", "while"):
+            for inner in sorted(INNERS):
+                default = inner == "sin" or transform in ("grad", "function_grad")
+                out.append(pytest.param(transform, loop, inner,
+                                        marks=() if default else pytest.mark.slow))
+    return out
+
+
+@pytest.mark.parametrize("transform, loop, inner", _cases())
+def test_checkpointed_loops_compose_with_every_transform(transform, loop, inner):
+    if transform.startswith("function") and tg._backend.default_namespace().__name__ \
+            .startswith("array_api_strict"):
+        pytest.skip("compiled programs run on the NumPy pass (tg.function needs JAX arrays)")
+    if transform.startswith("function"):
+        pytest.importorskip("jax")
+    x = tg.constant(H0)
+    want = TRANSFORMS[transform](_looped(loop, inner, None))(x)  # the store-all reference
+    got = TRANSFORMS[transform](_looped(loop, inner, 3))(x)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-11, atol=1e-13)
