@@ -242,6 +242,29 @@ class Function:
             return program.call(found[1], args)
         return program.run(leaves)
 
+    def _residual_program(self, args, kwargs):
+        """For ``tg.debugging.saved_residuals``: ``(fun, inputs, names, n_out)``, the program
+        traced for a call on ``args`` and ``kwargs`` (called once, so traced and compiled as a
+        call would be) as a JAX function of its flat inputs (the used Variables' values, then
+        the dynamic arguments), those inputs, their names, and how many of its outputs are the
+        call's Tensors (the Variables it writes follow)."""
+        if config._run_eagerly or not self._compiles():
+            raise TypeError(f"saved_residuals: tg.function {self.__name__} runs eagerly here "
+                            "(run_functions_eagerly, or jit_compile=False), so XLA keeps "
+                            "nothing; call saved_residuals on its Python function instead")
+        jax = _jax()
+        leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
+        key = (treedef, tuple([_leaf_key(x, self.__name__) for x in leaves]))
+        for _ in range(2):  # a first call that created Variables traces again on the second
+            if key not in self._programs:
+                self(*args, **kwargs)
+        program = self._programs[key]
+        inputs = [*_variable_inputs(program.variables, jax),
+                  *[_input(leaves[k]) for k in program.dynamic]]
+        names = [*[f"variable {v.name}" for v in program.variables],
+                 *[f"args[{i}]" for i in range(len(program.dynamic))]]
+        return program.compiled.__wrapped__, inputs, names, program.n_out
+
     # --- the retracing warning ----------------------------------------------------------------
     def _note_trace(self, key, args, kwargs, bound):
         """Remember a new trace; warn (once per function) when ``_RETRACE_THRESHOLD`` of the

@@ -66,7 +66,8 @@ def provide(**fns) -> None:
 
 
 _EXTENSION_POINTS = ("raw_access", "gradient_call", "jacobian", "batch_jacobian", "host_callback",
-                     "explain", "to_dot", "register_hook", "conversion", "to_host", "vectorize")
+                     "explain", "to_dot", "register_hook", "conversion", "to_host", "vectorize",
+                     "memory_report")
 
 
 class ExtensionPoints:
@@ -94,7 +95,9 @@ class ExtensionPoints:
       (``tapegrad.batching``): the Jacobians of ``GradientTape.jacobian``/``batch_jacobian``
       (``tapegrad._jacobian``) from one batched reverse pass (``experimental_use_pfor=True``):
       per source a Tensor, or ``vectorize.missing`` where the target does not depend on it;
-      ``None`` where it does not apply.
+      ``None`` where it does not apply;
+    - ``memory_report(tape)`` (``tapegrad.debugging``): ``GradientTape.memory_report``, what
+      the records keep for the reverse pass.
     """
 
     __slots__ = _EXTENSION_POINTS

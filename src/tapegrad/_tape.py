@@ -170,6 +170,12 @@ class GradientTape:
         :func:`tapegrad.viz.to_dot` of this tape (errors as there)."""
         return extensions.to_dot(self, target, sources)
 
+    def memory_report(self):
+        """What the records keep for the reverse pass, per op and per user line, in bytes:
+        :func:`tapegrad.debugging.memory_report` of this tape (a ``MemoryReport``; errors as
+        there). Call it before ``gradient`` frees a non-persistent tape's records."""
+        return extensions.memory_report(self)
+
     def watched_variables(self) -> tuple:
         """The Variables this tape watched or read, in the order they were created (as
         TensorFlow orders them)."""
