@@ -242,28 +242,27 @@ class Function:
             return program.call(found[1], args)
         return program.run(leaves)
 
-    def _residual_program(self, args, kwargs):
-        """For ``tg.debugging.saved_residuals``: ``(fun, inputs, names, n_out)``, the program
-        traced for a call on ``args`` and ``kwargs`` (called once, so traced and compiled as a
-        call would be) as a JAX function of its flat inputs (the used Variables' values, then
-        the dynamic arguments), those inputs, their names, and how many of its outputs are the
-        call's Tensors (the Variables it writes follow)."""
+    def _gradient_memory(self, wrap, args, kwargs) -> dict:
+        """For ``tg.debugging.saved_residuals``: XLA's ``memory_analysis()`` sizes, in bytes
+        (``temp``, ``argument``, ``output``, ``alias``, ``generated_code``), of the program
+        that ``Function(wrap(python function))`` compiles for ``args`` and ``kwargs`` (called
+        once: traced and compiled as a call would be). Raises ``TypeError`` when this function
+        runs eagerly (``run_functions_eagerly``, ``jit_compile=False``, no JAX)."""
         if config._run_eagerly or not self._compiles():
             raise TypeError(f"saved_residuals: tg.function {self.__name__} runs eagerly here "
-                            "(run_functions_eagerly, or jit_compile=False), so XLA keeps "
-                            "nothing; call saved_residuals on its Python function instead")
+                            "(run_functions_eagerly, jit_compile=False, or no JAX), so XLA "
+                            "compiles nothing; pass its Python function for the tape's view")
+        g = Function(wrap(self._func), jit_compile=True)
+        g(*args, **kwargs)
         jax = _jax()
-        leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
-        key = (treedef, tuple([_leaf_key(x, self.__name__) for x in leaves]))
-        for _ in range(2):  # a first call that created Variables traces again on the second
-            if key not in self._programs:
-                self(*args, **kwargs)
-        program = self._programs[key]
+        (program,) = g._programs.values()  # one call: one signature
+        leaves = jax.tree_util.tree_leaves((args, kwargs))
         inputs = [*_variable_inputs(program.variables, jax),
                   *[_input(leaves[k]) for k in program.dynamic]]
-        names = [*[f"variable {v.name}" for v in program.variables],
-                 *[f"args[{i}]" for i in range(len(program.dynamic))]]
-        return program.compiled.__wrapped__, inputs, names, program.n_out
+        with config.x64_scope(jax):  # as tapegrad runs its float64 programs
+            stats = program.compiled.lower(*inputs).compile().memory_analysis()
+        return {k: int(getattr(stats, f"{k}_size_in_bytes", 0) or 0)
+                for k in ("temp", "argument", "output", "alias", "generated_code")}
 
     # --- the retracing warning ----------------------------------------------------------------
     def _note_trace(self, key, args, kwargs, bound):

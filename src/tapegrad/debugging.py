@@ -210,14 +210,14 @@ class MemoryReport:
     def __str__(self):
         head = (f"{self._what}: {len(self.rows)} rows, {self.total_bytes} bytes "
                 f"({_human(self.total_bytes)})")
-        lines = [head, f"{'#':>3}  {"op":24s} {"bytes":>10}  {'line':28s} kept"]
+        lines = [head, f"{'#':>3}  {'op':24s} {'bytes':>10}  {'line':28s} kept"]
         for k, r in enumerate(self.rows):
             kept = "; ".join(f"{t.role} {t.shape} {t.dtype}" + ("" if t.nbytes else " (counted above)")
                              for t in r.kept) or "-"
             lines.append(f"{k:>3}  {r.op_type[:24]:24s} {r.nbytes:>10}  "
                          f"{_short(r.line):28s} {kept}")
             if r.dropped:
-                lines.append(f"{"":>52}dropped: {'; '.join(r.dropped)}")
+                lines.append(f"{'':>52}dropped: {'; '.join(r.dropped)}")
         lines.append("by line:")
         lines += [f"  {_short(line, 60):60s} {b:>10} bytes" for line, b in self.by_line.items()]
         if self.xla is not None:
@@ -255,10 +255,7 @@ def _buffer(v):
 
 
 def _bytes(v) -> int:
-    n = getattr(v, "nbytes", None)
-    if n is None:
-        n = int(np.prod(v.shape, dtype=np.int64)) * _backend.np_dtype(v.dtype).itemsize
-    return int(n)
+    return int(np.prod(v.shape, dtype=np.int64)) * _backend.np_dtype(v.dtype).itemsize
 
 
 def _closure_tensors(fn, depth=2) -> list:
@@ -343,41 +340,57 @@ _structural.extend(memory_report=memory_report)
 def saved_residuals(f, *args, **kwargs) -> MemoryReport:
     """What a gradient of ``f(*args, **kwargs)`` keeps between its forward and reverse passes.
 
-    - ``f`` a Python function (eager): runs it once under a persistent
-      :class:`~tapegrad.GradientTape` that watches the floating Tensor leaves of ``args`` and
-      ``kwargs`` (and the trainable Variables it reads), with the call sites noted
-      (:func:`enable_memory_report`), and returns :func:`memory_report` of that tape.
-    - ``f`` a ``tg.function``: XLA's view. Its program for these arguments (traced and
-      compiled as a call would) is differentiated by ``jax.vjp`` with respect to its floating
-      inputs; one row per residual that JAX's partial evaluation keeps for the pullback (as
-      ``jax.ad_checkpoint.print_saved_residuals`` lists them: an argument, or the output of a
-      primitive, with the user's line that traced it); and ``xla``: the
-      ``memory_analysis()`` sizes, in bytes, of the compiled program that computes the
-      pullback of the ones cotangent (forward and reverse in one program, as
-      ``tg.function(tg.grad(f))`` compiles it): ``temp`` is its scratch memory, residuals
-      included. Needs JAX.
+    ``f`` is run once under a persistent :class:`~tapegrad.GradientTape` that watches the
+    floating Tensor leaves of ``args`` and ``kwargs`` (and the trainable Variables it reads),
+    with the call sites noted (:func:`enable_memory_report`); the result is
+    :func:`memory_report` of that tape. For a ``tg.function``, this runs inside the compiled
+    gradient program (its Python function and then the tape's gradient of the sum of its
+    floating outputs, traced and compiled as ``tg.function(tg.grad(...))`` would be), so the
+    rows are the records of the trace (shapes and dtypes of the symbolic values), and the
+    report's ``xla`` holds XLA's ``memory_analysis()`` of that program in bytes: ``temp`` is
+    its scratch memory, what is kept for the reverse pass included, after XLA's own
+    optimizations (it needs JAX). JAX's ``jax.ad_checkpoint.print_saved_residuals`` is not
+    used: it differentiates the program with JAX's own rules, which know nothing of
+    ``reads=``, ``recompute_grad`` or ``checkpoints=`` schedules.
 
     Returns a :class:`MemoryReport` (bytes throughout). Raises ``TypeError`` for an ``f`` that is
-    not callable and for a ``tg.function`` with no floating Tensor output or input, and what
-    ``f`` raises.
+    not callable or a ``tg.function`` that runs eagerly, and what ``f`` raises.
     """
     if not callable(f):
-        raise TypeError(f"saved_residuals: expected a function, got {type(f).__name__}")
-    program = getattr(f, "_residual_program", None)
-    if program is not None:
-        return _compiled_residuals(f, *program(args, kwargs))
+        raise TypeError(f"saved_residuals: expected a function to call on the arguments, got "
+                        f"{type(f).__name__}")
     on = _SITES in _records.trace_entries()
     if not on:
         enable_memory_report()
     try:
-        with GradientTape(persistent=True) as tape:
-            leaves = [*args, *kwargs.values()]
-            tape.watch([t for t in _tensor_leaves(leaves) if _backend.is_floating(t.dtype)])
-            f(*args, **kwargs)
-        return memory_report(tape)
+        compiled = getattr(f, "_gradient_memory", None)
+        if compiled is None:
+            return _taped(f, args, kwargs, [])[0]
+        found = []
+        xla = compiled(lambda py: lambda *a, **k: _taped(py, a, k, found)[1], args, kwargs)
+        report = found[-1]
+        return MemoryReport(report.rows, f"kept in the compiled gradient of {f.__name__}", xla)
     finally:
         if not on:
             disable_memory_report()
+
+
+def _taped(f, args, kwargs, found):
+    """``(report, gradients)``: ``f`` run under a persistent tape watching the floating Tensor
+    leaves of the arguments; the tape's report (appended to ``found`` too) and the gradients
+    of the sum of the floating outputs with respect to those leaves and the Variables read."""
+    with GradientTape(persistent=True) as tape:
+        sources = [t for t in _tensor_leaves([*args, *kwargs.values()])
+                   if _backend.is_floating(t.dtype)]
+        tape.watch(sources)
+        out = f(*args, **kwargs)
+    report = memory_report(tape)
+    found.append(report)
+    targets = [t for t in _tensor_leaves([out]) if _backend.is_floating(t.dtype)]
+    if not targets:
+        return report, []
+    return report, tape.gradient(targets, [*sources, *tape.watched_variables()],
+                                 unconnected_gradients="zero")
 
 
 def _tensor_leaves(values) -> list:
@@ -390,58 +403,3 @@ def _tensor_leaves(values) -> list:
         elif isinstance(x, dict):
             out += _tensor_leaves(list(x.values()))
     return out
-
-
-def _compiled_residuals(f, fun, inputs, names, n_out) -> MemoryReport:
-    """The compiled view of :func:`saved_residuals`: ``fun(*inputs)`` is the program of
-    ``f`` (a flat list of outputs, the first ``n_out`` its Tensors), ``names`` its inputs'."""
-    import jax
-    from jax._src import source_info_util
-
-    floating = [k for k, a in enumerate(inputs) if _backend.is_floating(a.dtype)]
-
-    def part(*xs):
-        full = list(inputs)
-        for k, x in zip(floating, xs):
-            full[k] = x
-        outs = fun(*full)[:n_out]
-        return [o for o in outs if _backend.is_floating(o.dtype)]
-
-    def pullback(*xs):
-        outs, back = jax.vjp(part, *xs)
-        return back([jax.numpy.ones_like(o) for o in outs])
-
-    xs = [inputs[k] for k in floating]
-    with config.x64_scope(jax):
-        closed, shapes = jax.make_jaxpr(lambda *a: jax.vjp(part, *a), return_shape=True)(*xs)
-        if not floating or not jax.tree_util.tree_leaves(shapes[0]):
-            raise TypeError(f"saved_residuals: {f.__name__} has no floating Tensor "
-                            f"{'input' if not floating else 'output'}, so it has no gradient")
-        stats = jax.jit(pullback).lower(*xs).compile().memory_analysis()
-    jaxpr = closed.jaxpr
-    n_res = len(jax.tree_util.tree_leaves(shapes[1]))
-    res = jaxpr.outvars[len(jaxpr.outvars) - n_res:]
-    producers = {v: e for e in jaxpr.eqns for v in e.outvars}
-    arg_names = {v: names[floating[k]] for k, v in enumerate(jaxpr.invars)}
-    counted, rows = set(), []
-    for v in res:
-        aval = getattr(v, "aval", None)
-        if aval is None or v in counted or not hasattr(aval, "shape"):
-            continue
-        counted.add(v)
-        size = int(np.prod(aval.shape, dtype=np.int64)) * np.dtype(aval.dtype).itemsize
-        eqn = producers.get(v)
-        if eqn is not None:
-            kind, role, line = eqn.primitive.name, "residual", None
-            for fr in source_info_util.user_frames(eqn.source_info.traceback):
-                if not fr.file_name.startswith(_OWN_DIR):
-                    line = f"{fr.file_name}:{fr.start_line}"
-                    break
-        else:
-            kind = "argument" if v in arg_names else "constant"
-            role, line = arg_names.get(v, "constant"), None
-        t = KeptTensor(role, tuple(aval.shape), np.dtype(aval.dtype), size, size)
-        rows.append(MemoryRow(kind, line, (t,), (), size))
-    xla = {k: int(getattr(stats, f"{k}_size_in_bytes", 0) or 0)
-           for k in ("temp", "argument", "output", "alias", "generated_code")}
-    return MemoryReport(rows, f"residuals of the compiled gradient of {f.__name__}", xla)
