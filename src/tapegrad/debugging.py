@@ -212,7 +212,8 @@ class MemoryReport:
                 f"({_human(self.total_bytes)})")
         lines = [head, f"{'#':>3}  {'op':24s} {'bytes':>10}  {'line':28s} kept"]
         for k, r in enumerate(self.rows):
-            kept = "; ".join(f"{t.role} {t.shape} {t.dtype}" + ("" if t.nbytes else " (counted above)")
+            kept = "; ".join(f"{t.role} {t.shape} {t.dtype}"
+                             + ("" if t.nbytes or not t.size_bytes else " (counted above)")
                              for t in r.kept) or "-"
             lines.append(f"{k:>3}  {r.op_type[:24]:24s} {r.nbytes:>10}  "
                          f"{_short(r.line):28s} {kept}")
