@@ -66,7 +66,8 @@ def provide(**fns) -> None:
 
 
 _EXTENSION_POINTS = ("raw_access", "gradient_call", "jacobian", "batch_jacobian", "host_callback",
-                     "explain", "to_dot", "register_hook", "conversion", "to_host", "vectorize")
+                     "explain", "to_dot", "register_hook", "conversion", "to_host", "vectorize",
+                     "gradient_check")
 
 
 class ExtensionPoints:
@@ -94,7 +95,11 @@ class ExtensionPoints:
       (``tapegrad.batching``): the Jacobians of ``GradientTape.jacobian``/``batch_jacobian``
       (``tapegrad._jacobian``) from one batched reverse pass (``experimental_use_pfor=True``):
       per source a Tensor, or ``vectorize.missing`` where the target does not depend on it;
-      ``None`` where it does not apply.
+      ``None`` where it does not apply;
+    - ``gradient_check(fn, op)`` (``tapegrad.debugging``): while its ``on`` is true, the reverse
+      pass calls it before each gradient function ``fn`` runs on record ``op``
+      (``tg.debugging.enable_gradient_checks``); it checks user-defined rules on the record's
+      inputs. The pass reads ``on`` once, so off it costs one test per pass.
     """
 
     __slots__ = _EXTENSION_POINTS
