@@ -286,8 +286,9 @@ def _check_rule(fn, op, rtol, atol):
     inputs, outputs = op.inputs, op.outputs
     if any(getattr(x, "_dropped", False) for x in (*inputs, *outputs)):
         return None
-    pos = [k for k, x in enumerate(inputs)
-           if isinstance(x, Tensor) and _backend.is_floating(x._value.dtype)]
+    reach = _records._state.reach  # the inputs whose gradients this pass needs
+    pos = [k for k, x in enumerate(inputs) if isinstance(x, Tensor) and op._in_ids[k] in reach
+           and _backend.is_floating(x._value.dtype)]
     outs = [j for j, o in enumerate(outputs) if _backend.is_floating(o._value.dtype)]
     if not pos or not outs:
         return None
@@ -307,7 +308,7 @@ def _check_rule(fn, op, rtol, atol):
         return [_like(outputs[j], us.get(j, zero[j])) for j in range(len(outputs))]
 
     def grads(us):
-        gs = view.gradient(*cotangent(us))
+        gs = view.gradient(*cotangent(us), needed=pos)
         return {k: np.zeros(inputs[k].shape) if gs[k] is None else _numpy(gs[k]) for k in pos}
 
     u1 = {j: _random(rng, tuple(outputs[j].shape), zero[j].dtype) for j in outs}
@@ -325,7 +326,7 @@ def _check_rule(fn, op, rtol, atol):
             at = f"[{', '.join(map(str, i))}]" if i else ""
             return (f"gradient check: the gradient of {where} is not linear in its cotangent "
                     f"dy at input {k} {op._opdef.param_name(k)!r}: g(a*dy1 + dy2){at} = "
-                    f"{got[i]:.6g} but a*g(dy1){at} + g(dy2){at} = {want[i]:.6g} (a = {_A}, "
+                    f"{got[i]:.9g} but a*g(dy1){at} + g(dy2){at} = {want[i]:.9g} (a = {_A}, "
                     f"random dy1, dy2; tolerance rtol={rtol:g}, atol={atol:g}). A gradient is a "
                     "vector-Jacobian product: it must be linear in dy (a term without dy, such "
                     "as '+ 0.1 * x', is not). " + _SUGGEST)
@@ -344,7 +345,7 @@ def _check_rule(fn, op, rtol, atol):
                 f"input {k} {op._opdef.param_name(k)!r}")
             return (f"gradient check: the gradient of {where} disagrees with a central "
                     f"difference of the forward at {name}, along a random direction v: "
-                    f"<g(dy), v> = {lhs:.6g} but <dy, (f(x+h*v) - f(x-h*v))/(2h)> = {rhs:.6g} "
+                    f"<g(dy), v> = {lhs:.9g} but <dy, (f(x+h*v) - f(x-h*v))/(2h)> = {rhs:.9g} "
                     f"(h = {probe.h:.3g}, the forward in {probe.precision}; tolerance "
                     f"rtol={rtol:g}, atol={atol:g}). " + _SUGGEST)
     jvp = gdef.jvp
@@ -364,8 +365,8 @@ def _check_rule(fn, op, rtol, atol):
         if abs(lhs - rhs) > atol + rtol * (scale + fd_scale + probe.noise):
             return (f"gradient check: the JVP rule {describe_fn(jvp)} of op type {op.type!r} "
                     f"disagrees with a central difference of the forward along a random "
-                    f"direction v: <dy, jvp(v)> = {lhs:.6g} but <dy, (f(x+h*v) - f(x-h*v))/(2h)>"
-                    f" = {rhs:.6g}, and <g(dy), v> = {vjp:.6g} from its gradient "
+                    f"direction v: <dy, jvp(v)> = {lhs:.9g} but <dy, (f(x+h*v) - f(x-h*v))/(2h)>"
+                    f" = {rhs:.9g}, and <g(dy), v> = {vjp:.9g} from its gradient "
                     f"{describe_fn(fn)} (h = {probe.h:.3g}; tolerance rtol={rtol:g}, "
                     f"atol={atol:g}). " + _SUGGEST)
     return None
