@@ -67,7 +67,7 @@ def provide(**fns) -> None:
 
 _EXTENSION_POINTS = ("raw_access", "gradient_call", "jacobian", "batch_jacobian", "host_callback",
                      "explain", "to_dot", "register_hook", "conversion", "to_host", "vectorize",
-                     "memory_report")
+                     "memory_report", "gradient_check")
 
 
 class ExtensionPoints:
@@ -98,6 +98,10 @@ class ExtensionPoints:
       ``None`` where it does not apply;
     - ``memory_report(tape)`` (``tapegrad.debugging``): ``GradientTape.memory_report``, what
       the records keep for the reverse pass.
+    - ``gradient_check(fn, op)`` (``tapegrad.debugging``): while its ``on`` is true, the reverse
+      pass calls it before each gradient function ``fn`` runs on record ``op``
+      (``tg.debugging.enable_gradient_checks``); it checks user-defined rules on the record's
+      inputs. The pass reads ``on`` once, so off it costs one test per pass.
     """
 
     __slots__ = _EXTENSION_POINTS

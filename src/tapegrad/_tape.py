@@ -330,6 +330,8 @@ class GradientTape:
         hooks = HOOKS
         observed = bool(_state.tapes)
         outer = any(not t._observer for t in _state.tapes)  # an outer tape may differentiate
+        check = extensions.gradient_check  # tg.debugging.enable_gradient_checks: once per pass
+        checking = check is not None and check.on
         for op in reversed(active):
             out_ids = op._out_ids
             if len(out_ids) == 1:
@@ -354,6 +356,8 @@ class GradientTape:
                 if not od.differentiable:
                     continue
                 raise no_gradient_error(od.type)
+            if checking:
+                check(fn, op)
             if outer:  # computed on raw arrays? then once-differentiable (_once_differentiable)
                 gs = extensions.gradient_call(fn, op, (dy,) if dys is None else dys)
             else:

@@ -21,7 +21,7 @@ import inspect
 
 import numpy as np
 
-from . import _backend, _records
+from . import _backend, _records, _structural
 from ._pytree import show, tree_flatten, tree_unflatten
 from ._registry import CallDef, no_gradient, primitive, variable_names
 from ._tensor import _SCALARS, Tensor
@@ -63,7 +63,7 @@ def _accepts_variables(fn):
     return any(p.name == "variables" or p.kind is p.VAR_KEYWORD for p in params)
 
 
-def custom_gradient(f=None, *, surrogate=False):
+def custom_gradient(f=None, *, surrogate=False, check=False):
     """Decorator: give a function its own gradient (TensorFlow 2 ``tf.custom_gradient``).
 
     ``f(*args, **kwargs)`` returns ``(y, grad_fn)``: ``y`` a Tensor or a pytree (tuple, list,
@@ -85,6 +85,11 @@ def custom_gradient(f=None, *, surrogate=False):
     ``surrogate=True`` marks a gradient that is intentionally not the derivative of the forward
     (straight-through, leaky or scaled gradients): ``tg.test`` reports it instead of failing.
 
+    ``check=True`` checks ``grad_fn`` at the first call of its gradient, on that call's inputs,
+    as ``tg.debugging.enable_gradient_checks()`` checks every user rule (linearity in ``dy``,
+    agreement with a central difference of ``f``), with its tolerances (or the defaults), and
+    raises :class:`~tapegrad.errors.GradientCheckError` when it fails.
+
     The forward's own ops are not recorded. Higher order: ``grad_fn``'s ops are recorded by
     outer tapes; for a custom *second-order* gradient return a tensor computed by a nested
     ``custom_gradient`` function from ``grad_fn``. Forward mode (``tg.jvp``,
@@ -99,9 +104,9 @@ def custom_gradient(f=None, *, surrogate=False):
     line and the input.
     """
     if f is None:
-        return functools.partial(custom_gradient, surrogate=surrogate)
+        return functools.partial(custom_gradient, surrogate=surrogate, check=check)
     call = _recorder(f, f"CustomGradient:{getattr(f, '__name__', 'f')}", surrogate,
-                     _positional_params(f))
+                     _positional_params(f), check=check)
     return _CustomGradientFunction(f, call, surrogate)
 
 
@@ -109,7 +114,7 @@ _STATIC = frozenset((*_SCALARS, str, type(None)))  # arguments that are neither 
 
 
 def _recorder(f, op_type, surrogate, params, kind="custom_gradient", bound_static=False,
-              record_forward=False):
+              record_forward=False, check=False):
     """``call(bound, *args, **kwargs)``: ``f(*bound, *args, **kwargs)`` (which returns
     ``(y, grad_fn)``) run unrecorded, and recorded as one op of type ``op_type`` whose gradient
     is ``grad_fn``. ``bound`` is ``(self,)`` for a method or ``()``, not an input; with
@@ -120,7 +125,8 @@ def _recorder(f, op_type, surrogate, params, kind="custom_gradient", bound_stati
     the forward (and ``grad_fn``'s residuals) by its ops, as JAX's outer transforms do. A
     ``grad_fn`` with a ``_jvp_rule``
     attribute (``custom_jvp``) gives the op that JVP rule: ``_jvp_rule(*tangents)``, one
-    tangent (a tree, ``None`` leaves for none) per argument, returns the outputs' tangents."""
+    tangent (a tree, ``None`` leaves for none) per argument, returns the outputs' tangents.
+    ``check``: the gradient checks itself (``custom_gradient(check=True)``)."""
 
     def call(bound, *args, **kwargs):
         kw_names = [k for k, v in kwargs.items() if isinstance(v, Tensor) or (
@@ -174,8 +180,9 @@ def _recorder(f, op_type, surrogate, params, kind="custom_gradient", bound_stati
             arg_names = (*own[:n], *[f"args[{i}]" for i in range(len(own), n)], *kw_names)
             names = arg_names if trees is None else _leaf_names(arg_names, trees)
             rule = getattr(grad_fn, "_jvp_rule", None)
+            grad = _grad_adapter(grad_fn, variables, trees, arg_names, f)
             info = CallDef(op_type, (*names, *variable_names(variables)),
-                           _grad_adapter(grad_fn, variables, trees, arg_names, f),
+                           _checked(grad) if check else grad,
                            jvp=None if rule is None else _jvp_adapter(rule, given, trees),
                            replay=replay, function=f, variables=variables, surrogate=surrogate)
             _records.record(info, (*inputs, *variables), {}, outs,
@@ -390,6 +397,18 @@ def _grad_adapter(grad_fn, variables, trees, arg_names, f):
             return [*gin, *gvar]
     grad.__wrapped__ = grad_fn
     return grad
+
+
+def _checked(grad):
+    """``grad`` checked by ``tg.debugging``'s gradient checks before it runs (``check=True``)."""
+    def checked(op, *dys):
+        checks = _structural.extensions.gradient_check
+        if checks is not None:
+            checks.force(grad, op)
+        return grad(op, *dys)
+
+    checked.__wrapped__ = grad
+    return checked
 
 
 def _cast_outputs(out, Tout, where):  # noqa: N803 - TensorFlow's name

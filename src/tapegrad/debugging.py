@@ -1,21 +1,28 @@
-"""Debugging aids: check-numerics mode, logging from inside gradient functions, and what the
-tape keeps for the reverse pass (``memory_report``, ``saved_residuals``)."""
+"""Debugging aids: check-numerics mode, self-checking gradient rules, logging from inside
+gradient functions, and what the tape keeps for the reverse pass (``memory_report``,
+``saved_residuals``)."""
 from __future__ import annotations
 
+import contextlib
 import functools
+import inspect
 import os
 import sys
+import warnings
 from typing import NamedTuple
 
 import numpy as np
 
 from . import _backend, _records, _structural, config
+from ._pytree import tree_leaves
 from ._records import Dropped
 from ._tape import GradientTape
-from ._tensor import Tensor
-from .errors import NumericsError
+from ._tensor import Tensor, _wrap
+from ._views import OperationView
+from .errors import GradientCheckError, GradientCheckWarning, NumericsError, describe_fn
 
-__all__ = ["enable_check_numerics", "disable_check_numerics", "log", "enable_memory_report",
+__all__ = ["enable_check_numerics", "disable_check_numerics", "log", "enable_gradient_checks",
+           "disable_gradient_checks", "gradient_checks", "enable_memory_report",
            "disable_memory_report", "memory_report", "saved_residuals", "MemoryReport",
            "MemoryRow", "KeptTensor"]
 
@@ -404,3 +411,345 @@ def _tensor_leaves(values) -> list:
         elif isinstance(x, dict):
             out += _tensor_leaves(list(x.values()))
     return out
+# ---------------------------------------------------------------------------------------------
+# Self-checking gradient rules (enable_gradient_checks)
+
+# default relative tolerances by the precision of the rule's values (bytes of a real component)
+_RTOL = {8: 1e-5, 4: 1e-3, 2: 5e-2}
+_A = 0.75  # the scalar of the linearity check g(a*dy1 + dy2) = a*g(dy1) + g(dy2)
+
+
+class _GradientChecks:
+    """The gradient-check mode: its settings, and how often each rule has been checked. Plugged
+    into the reverse pass as the core's ``gradient_check`` extension point; the pass calls it
+    only while ``on``."""
+
+    def __init__(self):
+        self.on = False
+        self.rtol = self.atol = None
+        self.calls, self.action, self.rules = 1, "raise", "user"
+        self.counts = {}  # rule (its code object) -> times checked
+        self.busy = False  # a check is running: the rule's own calls inside it are not checked
+
+    def __call__(self, fn, op):
+        """The reverse pass, before ``fn(op, ...)`` runs: check ``fn`` if it is a user rule."""
+        if not self.busy and (self.rules == "all" or _is_user_rule(fn)):
+            self.run(fn, op)
+
+    def force(self, fn, op):
+        """``custom_gradient(check=True)``: check ``fn`` whether the mode is on or not."""
+        if not self.busy:
+            self.run(fn, op)
+
+    def run(self, fn, op):
+        key = _rule_key(fn)
+        n = self.counts.get(key, 0)
+        if n >= self.calls or _traced(op):
+            return
+        self.counts[key] = n + 1
+        self.busy = True
+        try:
+            with _records.trace_stack([]):
+                problem = _check_rule(fn, op, self.rtol, self.atol)
+        finally:
+            self.busy = False
+        if problem is None:
+            return
+        if self.action == "warn":
+            warnings.warn(problem, GradientCheckWarning, stacklevel=2)
+        else:
+            raise GradientCheckError(problem)
+
+
+_CHECKS = _GradientChecks()
+_structural.extend(gradient_check=_CHECKS)
+
+
+def enable_gradient_checks(rtol=None, atol=None, calls: int = 1, action: str = "raise",
+                           rules: str = "user") -> None:
+    """Check each user-defined gradient rule the first ``calls`` times it runs, on the inputs
+    of that call, and raise :class:`~tapegrad.errors.GradientCheckError` when it is wrong.
+
+    The rules checked: the gradient functions of ``custom_gradient``, ``custom_vjp`` and
+    ``custom_jvp`` calls, and of op types registered with ``RegisterGradient`` (also as
+    ``gradient_override_map`` targets) and ``RegisterJVP`` outside tapegrad (``rules="all"``
+    checks tapegrad's own too). Each check, on copies and with no tape recording it:
+
+    - *linearity*: ``g(a*dy1 + dy2) == a*g(dy1) + g(dy2)`` for random cotangents (a gradient
+      is a vector-Jacobian product, linear in ``dy``);
+    - *VJP against the forward*: ``<g(dy), v> == <dy, (f(x + h v) - f(x - h v)) / 2h>`` along a
+      random direction ``v`` of all floating inputs, the forward run in float64 (complex128)
+      where it allows (else in its own dtype), ``h = cbrt(eps) * max(1, |x|)``; on a mismatch
+      one such probe per input names the input. Skipped for ``surrogate`` rules;
+    - *JVP*: for an op type with a user JVP rule (``RegisterJVP``, ``custom_jvp``), ``<dy,
+      jvp(v)>`` against the same central difference and ``<g(dy), v>`` (the dot-product test).
+
+    ``<a, b>`` is ``Re(sum(a * conj(b)))`` (complex values as real pairs, tapegrad's
+    convention). Cost per checked call: 3 calls of the rule, 2 of the forward (2 more per input
+    only when a check fails), one of the JVP rule. Off (the default), the reverse pass tests
+    one flag per ``gradient`` call and nothing else.
+
+    Args:
+        rtol: relative tolerance, against the sum of the magnitudes of the terms compared;
+            ``None``: by the rule's precision, 1e-5 (64-bit), 1e-3 (32-bit), 5e-2 (16-bit).
+        atol: absolute tolerance added to it (default 0).
+        calls: how many calls of each rule to check (a positive int).
+        action: ``"raise"`` (:class:`~tapegrad.errors.GradientCheckError`) or ``"warn"``
+            (:class:`~tapegrad.errors.GradientCheckWarning`).
+        rules: ``"user"`` (rules defined outside tapegrad, and tapegrad's examples) or
+            ``"all"``.
+
+    Not checked: rules that run on traced values (inside ``tg.function``; run the function
+    eagerly once, ``tg.config.run_functions_eagerly(True)``, to check them); records whose
+    inputs were dropped (``RegisterGradient(reads="outputs")``: nothing to replay); calls that
+    cannot be replayed (``tg.from_jax``). The environment variable
+    ``TAPEGRAD_CHECK_GRADIENTS=1`` turns the mode on at import. Raises ``ValueError`` for a bad
+    argument.
+    """
+    if action not in ("raise", "warn"):
+        raise ValueError(f"enable_gradient_checks: action={action!r}; it must be 'raise' or "
+                         "'warn'")
+    if rules not in ("user", "all"):
+        raise ValueError(f"enable_gradient_checks: rules={rules!r}; it must be 'user' (rules "
+                         "defined outside tapegrad) or 'all'")
+    if isinstance(calls, bool) or not isinstance(calls, int) or calls < 1:
+        raise ValueError(f"enable_gradient_checks: calls={calls!r}; it must be a positive int "
+                         "(how many calls of each rule to check)")
+    for name, tol in (("rtol", rtol), ("atol", atol)):
+        if tol is not None and not (isinstance(tol, (int, float)) and tol >= 0):
+            raise ValueError(f"enable_gradient_checks: {name}={tol!r}; it must be None or a "
+                             "non-negative number")
+    c = _CHECKS
+    c.rtol, c.atol, c.calls, c.action, c.rules = rtol, atol, calls, action, rules
+    c.counts = {}
+    c.on = True
+
+
+def disable_gradient_checks() -> None:
+    """Turn the gradient-check mode off (``custom_gradient(check=True)`` still checks)."""
+    _CHECKS.on = False
+
+
+@contextlib.contextmanager
+def gradient_checks(rtol=None, atol=None, calls: int = 1, action: str = "raise",
+                    rules: str = "user"):
+    """:func:`enable_gradient_checks` within a ``with`` block; the previous settings (on or
+    off) are restored at its end. Arguments and errors are ``enable_gradient_checks``'s."""
+    c = _CHECKS
+    saved = (c.on, c.rtol, c.atol, c.calls, c.action, c.rules, c.counts)
+    enable_gradient_checks(rtol, atol, calls, action, rules)
+    try:
+        yield
+    finally:
+        c.on, c.rtol, c.atol, c.calls, c.action, c.rules, c.counts = saved
+
+
+def _is_user_rule(fn) -> bool:
+    """Is ``fn`` (unwrapped) defined outside tapegrad, or in tapegrad's examples?"""
+    module = getattr(inspect.unwrap(fn), "__module__", None) or ""
+    if not module:
+        return False
+    return not (module == "tapegrad" or module.startswith("tapegrad.")) or module.startswith(
+        "tapegrad.examples")
+
+
+def _rule_key(fn):
+    """What identifies a rule across calls: its code (a custom_gradient's grad_fn is a new
+    closure at every call)."""
+    f = inspect.unwrap(fn)
+    return getattr(f, "__code__", f)
+
+
+def _traced(op) -> bool:
+    jax = config.loaded_jax()
+    if jax is None:
+        return False
+    return any(isinstance(getattr(t, "_value", None), jax.core.Tracer)
+               for t in (*op.inputs, *op.outputs) if isinstance(t, Tensor))
+
+
+def _numpy(t):
+    return _backend.to_numpy(t._value)
+
+
+def _random(rng, shape, dtype):
+    dtype = np.dtype(dtype)
+    if dtype.kind == "c":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _like(t, array):
+    """``array`` (NumPy) as a Tensor on ``t``'s backend."""
+    return _wrap(_backend.asarray(array, xp=_backend.namespace(t._value)))
+
+
+def _inner(a, b) -> float:
+    """``Re(sum(a * conj(b)))``, and the sum of ``|a| |b|`` (the scale of its rounding)."""
+    a, b = np.asarray(a), np.asarray(b)
+    return float(np.real(np.sum(a * np.conj(b)))), float(np.sum(np.abs(a) * np.abs(b)))
+
+
+def _check_rule(fn, op, rtol, atol):
+    """The message of the first check ``fn`` (the gradient of record ``op``) fails, or None."""
+    inputs, outputs = op.inputs, op.outputs
+    if any(getattr(x, "_dropped", False) for x in (*inputs, *outputs)):
+        return None
+    reach = _records._state.reach  # the inputs whose gradients this pass needs
+    pos = [k for k, x in enumerate(inputs) if isinstance(x, Tensor) and op._in_ids[k] in reach
+           and _backend.is_floating(x._value.dtype)]
+    outs = [j for j, o in enumerate(outputs) if _backend.is_floating(o._value.dtype)]
+    if not pos or not outs:
+        return None
+    view = OperationView(op)
+    gdef = op._gdef
+    dtypes = [_backend.np_dtype(inputs[k]._value.dtype) for k in pos] + [
+        _backend.np_dtype(outputs[j]._value.dtype) for j in outs]
+    bits = min(np.finfo(d).dtype.itemsize for d in dtypes)
+    rtol = _RTOL.get(bits, 5e-2) if rtol is None else rtol
+    atol = 0.0 if atol is None else atol
+    where = f"op type {op.type!r} (its gradient {describe_fn(fn)})"
+    rng = np.random.default_rng(0)
+    zero = {j: np.zeros(tuple(outputs[j].shape), _backend.np_dtype(outputs[j]._value.dtype))
+            for j in range(len(outputs))}
+
+    def cotangent(us):
+        return [_like(outputs[j], us.get(j, zero[j])) for j in range(len(outputs))]
+
+    def grads(us):
+        gs = view.gradient(*cotangent(us), needed=pos)
+        return {k: np.zeros(inputs[k].shape) if gs[k] is None else _numpy(gs[k]) for k in pos}
+
+    u1 = {j: _random(rng, tuple(outputs[j].shape), zero[j].dtype) for j in outs}
+    u2 = {j: _random(rng, tuple(outputs[j].shape), zero[j].dtype) for j in outs}
+    g1, g2 = grads(u1), grads(u2)
+    g3 = grads({j: _A * u1[j] + u2[j] for j in outs})
+    for k in pos:  # linearity in the cotangent
+        want = _A * g1[k] + g2[k]
+        got = g3[k]
+        size = np.abs(_A * g1[k]) + np.abs(g2[k]) + np.abs(got)
+        tol = atol + rtol * (size + 1e-3 * (size.max() if size.size else 0.0))
+        bad = np.abs(got - want) - tol
+        if bad.size and bad.max() > 0:
+            i = np.unravel_index(int(np.argmax(bad)), bad.shape)
+            at = f"[{', '.join(map(str, i))}]" if i else ""
+            return (f"gradient check: the gradient of {where} is not linear in its cotangent "
+                    f"dy at input {k} {op._opdef.param_name(k)!r}: g(a*dy1 + dy2){at} = "
+                    f"{got[i]:.9g} but a*g(dy1){at} + g(dy2){at} = {want[i]:.9g} (a = {_A}, "
+                    f"random dy1, dy2; tolerance rtol={rtol:g}, atol={atol:g}). A gradient is a "
+                    "vector-Jacobian product: it must be linear in dy (a term without dy, such "
+                    "as '+ 0.1 * x', is not). " + _SUGGEST)
+    v = {k: _random(rng, tuple(inputs[k].shape), _backend.np_dtype(inputs[k]._value.dtype))
+         for k in pos}
+    probe = _Probe(view, inputs, outs, u1, v)
+    if probe.fd is None:
+        return None  # the forward cannot be replayed: nothing to compare with
+    if not gdef.surrogate:
+        lhs, scale = _sum_inner(g1, v, pos)
+        rhs, fd_scale = probe.fd
+        if abs(lhs - rhs) > atol + rtol * (scale + fd_scale + probe.noise):
+            k, lhs, rhs = ((pos[0], lhs, rhs) if len(pos) == 1 else
+                           probe.localize(g1, pos, rtol, atol) or ("all", lhs, rhs))
+            name = "every floating input" if k == "all" else (
+                f"input {k} {op._opdef.param_name(k)!r}")
+            return (f"gradient check: the gradient of {where} disagrees with a central "
+                    f"difference of the forward at {name}, along a random direction v: "
+                    f"<g(dy), v> = {lhs:.9g} but <dy, (f(x+h*v) - f(x-h*v))/(2h)> = {rhs:.9g} "
+                    f"(h = {probe.h:.3g}, the forward in {probe.precision}; tolerance "
+                    f"rtol={rtol:g}, atol={atol:g}). " + _SUGGEST)
+    jvp = gdef.jvp
+    if jvp is not None and (_CHECKS.rules == "all" or _is_user_rule(jvp)):
+        tangents = [_like(inputs[k], v[k]) if k in v else None for k in range(len(inputs))]
+        res = jvp(op, *tangents)
+        if res is NotImplemented:
+            return None
+        res = list(res) if isinstance(res, (tuple, list)) else [res]
+        lhs, scale = 0.0, 0.0
+        for j in outs:
+            if j < len(res) and res[j] is not None:
+                a, s = _inner(u1[j], _numpy(res[j]))
+                lhs, scale = lhs + a, scale + s
+        rhs, fd_scale = probe.fd
+        vjp, vjp_scale = _sum_inner(g1, v, pos)
+        if abs(lhs - rhs) > atol + rtol * (scale + fd_scale + probe.noise):
+            return (f"gradient check: the JVP rule {describe_fn(jvp)} of op type {op.type!r} "
+                    f"disagrees with a central difference of the forward along a random "
+                    f"direction v: <dy, jvp(v)> = {lhs:.9g} but <dy, (f(x+h*v) - f(x-h*v))/(2h)>"
+                    f" = {rhs:.9g}, and <g(dy), v> = {vjp:.9g} from its gradient "
+                    f"{describe_fn(fn)} (h = {probe.h:.3g}; tolerance rtol={rtol:g}, "
+                    f"atol={atol:g}). " + _SUGGEST)
+    return None
+
+
+_SUGGEST = ("Run tg.test.check_gradients on the function for the full report; turn these "
+            "checks off with tg.debugging.disable_gradient_checks()")
+
+
+def _sum_inner(g, v, pos):
+    total, scale = 0.0, 0.0
+    for k in pos:
+        a, s = _inner(g[k], v[k])
+        total, scale = total + a, scale + s
+    return total, scale
+
+
+class _Probe:
+    """Central differences of a record's forward along directions of its floating inputs:
+    ``fd`` is ``(<u, (f(x+hv) - f(x-hv))/2h>, its scale)`` along ``v`` (all inputs), or None
+    when the forward cannot be replayed."""
+
+    def __init__(self, view, inputs, outs, u, v):
+        self.view, self.inputs, self.outs, self.u, self.v = view, inputs, outs, u, v
+        self.fd = None
+        for wide in (True, False):  # float64 copies first, else the inputs' own dtype
+            try:
+                self.fd = self._along(v, wide)
+            except Exception:  # noqa: BLE001 - a forward that refuses the copies: try the next
+                continue
+            if self.fd is not None:
+                return
+
+    def _along(self, v, wide):
+        xs = {k: _numpy(self.inputs[k]) for k in v}
+        if wide:
+            xs = {k: x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
+                  for k, x in xs.items()}
+        eps = max(np.finfo(x.dtype).eps for x in xs.values())
+        big = max([1.0, *[float(np.max(np.abs(x))) for x in xs.values() if x.size]])
+        h = np.cbrt(eps) * big
+        ys = []
+        for sign in (1.0, -1.0):
+            args = list(self.inputs)
+            for k, x in xs.items():
+                args[k] = _like(self.inputs[k], x + sign * h * v[k])
+            out = [t for t in tree_leaves(self.view.forward(*args)) if isinstance(t, Tensor)]
+            if len(out) != len(self.view.outputs):
+                return None
+            ys.append({j: _numpy(out[j]) for j in self.outs})
+        if wide and any(np.finfo(y.dtype).eps > eps for y in ys[0].values()):
+            return None  # the forward computed in a lower precision: use the inputs' own
+        self.h, self.precision = h, "float64" if wide else "the inputs' dtype"
+        total, scale, noise = 0.0, 0.0, 0.0
+        for j in self.outs:
+            a, s = _inner(self.u[j], (ys[0][j] - ys[1][j]) / (2 * h))
+            total, scale = total + a, scale + s
+            noise += 100 * eps / h * float(np.sum(np.abs(self.u[j]) * (
+                np.abs(ys[0][j]) + np.abs(ys[1][j]))))
+        self.noise = noise
+        return total, scale
+
+    def localize(self, g, pos, rtol, atol):
+        """``(k, <g_k, v_k>, fd along v_k)`` of the input whose probe fails, or None."""
+        wide = self.precision == "float64"
+        for k in pos:
+            fd = self._along({k: self.v[k]}, wide)
+            if fd is None:
+                return None
+            lhs, scale = _inner(g[k], self.v[k])
+            if abs(lhs - fd[0]) > atol + rtol * (scale + fd[1] + self.noise):
+                return k, lhs, fd[0]
+        return None
+
+
+if os.environ.get("TAPEGRAD_CHECK_GRADIENTS", "") not in ("", "0"):
+    enable_gradient_checks()

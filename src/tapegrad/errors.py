@@ -20,6 +20,16 @@ class GradientTypeError(GradientError, TypeError):
     """A gradient function returned something that is not a tensor (a function, a list, ...)."""
 
 
+class GradientCheckError(GradientError):
+    """With ``tg.debugging.enable_gradient_checks()`` (or ``custom_gradient(check=True)``), a
+    user-defined gradient or JVP rule failed its self-check: it is not linear in its cotangent,
+    or disagrees with a central difference of its forward, or its JVP disagrees with it."""
+
+
+class GradientCheckWarning(UserWarning):
+    """:class:`GradientCheckError` as a warning (``enable_gradient_checks(action="warn")``)."""
+
+
 class NotDifferentiableError(LookupError):
     """Differentiation reached an op type that has no gradient registered."""
 
