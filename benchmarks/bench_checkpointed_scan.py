@@ -28,7 +28,9 @@ both sides. For each step and N it prints one row per program:
 Columns: XLA's temporary buffers of the compiled gradient (``memory_analysis()``) in carries
 (target <= ``s + 2`` for Revolve(s)); the body's traces (a Python counter in the step; ours:
 target <= 2); the replayed step evaluations of our plan (``p(N, s)``,
-``tg.checkpointing.forward_steps``); compile time (ours: the first call less one gradient's
+``tg.checkpointing.forward_steps``); the copies of the step in XLA's optimized program (its
+``sine`` ops for the cheap step, one per forward copy; its ``fft`` ops for Navier-Stokes, two
+per forward copy and two per VJP); compile time (ours: the first call less one gradient's
 time, i.e. tapegrad's trace, JAX's lowering and XLA's compile; the peers: ``lower`` plus
 ``compile``); the time of one gradient (best of ``--repeats``); ours' first call; ours' time
 over the prediction ``t(every step) + p(N, s) t(forward step)`` (target <= 1.15; ``t(forward
@@ -62,6 +64,7 @@ class Cheap:
     def __init__(self, size):
         self.args = (np.linspace(-1.0, 1.0, size), np.full(size, 0.9))
         self.carry = size * 8
+        self.marker = "sine"  # one per forward evaluation of the step in the program
         self.title = (f"cheap step c -> sin(1.1 c) w + 0.01 c on {size} float64 numbers; "
                       "gradient of sum(c_N) wrt c_0 and w")
 
@@ -88,6 +91,7 @@ class NavierStokes:
         u0 = np.asarray(prior(jnp.asarray(np.random.default_rng(0).normal(size=(2, grid, grid)))))
         self.args = (u0 / np.sqrt(np.mean(u0 ** 2)),)
         self.carry = 2 * grid * grid * 8
+        self.marker = "fft"  # two per evaluation of the step, two per its VJP
         self.title = (f"Navier-Stokes step (examples/navier_stokes.py make_step) on a (2, {grid}, "
                       f"{grid}) float64 velocity; gradient of sum(u_N^2)/2 wrt u_0")
 
@@ -159,7 +163,7 @@ def _best(fn, args, repeats, wait):
 
 
 def measure_ours(tg, jax, work, n, schedule, repeats):
-    """``(best, temp bytes, compile, first call, traces, gradient)`` of ours."""
+    """``(best, temp bytes, compile, first call, traces, gradient, marker ops)`` of ours."""
     args = tuple(tg.constant(a) for a in work.args)
     counter = [0]
     fn = ours(tg, work, n, schedule, counter)
@@ -170,25 +174,33 @@ def measure_ours(tg, jax, work, n, schedule, repeats):
     traces = counter[0]
     (program,) = fn._programs.values()  # one signature, no Variables
     with tg.config.x64_scope(jax):  # as tapegrad runs its float64 programs
-        temp = program.compiled.lower(*(a._value for a in args)).compile() \
-            .memory_analysis().temp_size_in_bytes
+        compiled = program.compiled.lower(*(a._value for a in args)).compile()
+    temp = compiled.memory_analysis().temp_size_in_bytes
     best = _best(fn, args, repeats, lambda out: np.asarray(out[0].numpy()))
-    return best, temp, first - best, first, traces, [x.numpy() for x in g]
+    return (best, temp, first - best, first, traces, [x.numpy() for x in g],
+            _count(compiled, work.marker))
 
 
 def measure_peer(jax, work, n, kind, slots, repeats):
-    """``(best, temp bytes, compile, None, traces, gradient)`` of a peer."""
+    """``(best, temp bytes, compile, None, traces, gradient, marker ops)`` of a peer."""
     args = tuple(jax.device_put(a) for a in work.args)
     counter = [0]
     fn = peer(work, n, kind, slots, counter)
     t = time.perf_counter()
-    compiled = fn.lower(*args).compile()
+    lowered = fn.lower(*args)
+    compiled = lowered.compile()
     compile_s = time.perf_counter() - t
     traces = counter[0]
     temp = compiled.memory_analysis().temp_size_in_bytes
     g = jax.block_until_ready(compiled(*args))
     best = _best(compiled, args, repeats, jax.block_until_ready)
-    return best, temp, compile_s, None, traces, [np.asarray(x) for x in g]
+    return (best, temp, compile_s, None, traces, [np.asarray(x) for x in g],
+            _count(compiled, work.marker))
+
+
+def _count(compiled, marker):
+    """How many ``marker`` ops XLA's optimized program has: the copies of the step it runs."""
+    return compiled.as_text().count(f" {marker}(")
 
 
 def forward_time(tg, work, n, repeats):
@@ -233,19 +245,19 @@ def run(tg, jax, work, args, memo):
                           f"> {args.store_all_limit_mib} MiB; t(every step) extrapolated)")
               + f"; t(forward step) {t_forward * 1e6:.1f} us; Equinox's default s = {default}")
         print(f"  {'program':26s} {'XLA temp':>10s} {'traces':>6s} {'p(N,s)/N':>8s} "
-              f"{'compile':>8s} {'gradient':>10s} {'1st call':>8s} {'t/pred':>6s} {'|diff|':>7s}")
-        for name, (s, (best, temp, compile_s, first, traces, g)) in rows.items():
+              f"{work.marker:>5s} {'compile':>8s} {'gradient':>10s} {'1st call':>8s} {'t/pred':>6s} {'|diff|':>7s}")
+        for name, (s, (best, temp, compile_s, first, traces, g, ops)) in rows.items():
             ours_row = first is not None
             p = forward_steps(n, s) if ours_row and s is not None else 0
             ratio = best / (t_all + p * t_forward) if ours_row else math.nan
             diff = max(float(np.abs(a - b).max()) for a, b in zip(g, reference))
             print(f"  {name:26s} {temp / work.carry:10.1f} {traces:6d} "
-                  f"{p / n if ours_row and s else math.nan:8.2f} {compile_s:7.2f}s "
+                  f"{p / n if ours_row and s else math.nan:8.2f} {ops:5d} {compile_s:7.2f}s "
                   f"{best * 1e3:8.1f}ms {first if ours_row else math.nan:7.2f}s {ratio:6.2f} "
                   f"{diff:7.1e}")
         for s in slots if args.peers else ():
-            (b, m, c, _, _, _), (be, me, ce, _, _, _) = (rows[f"ours Revolve({s})"][1],
-                                                         rows[f"equinox ckpt while({s})"][1])
+            (b, m, c), (be, me, ce) = (rows[f"ours Revolve({s})"][1][:3],
+                                       rows[f"equinox ckpt while({s})"][1][:3])
             print(f"  ours Revolve({s}) / equinox({s}): time {b / be:.2f} (target <= 0.9), "
                   f"compile {c / ce:.2f} (target <= 1), XLA temp {m / me:.2f}")
         if args.peers and store_all:
