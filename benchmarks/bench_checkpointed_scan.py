@@ -32,11 +32,12 @@ target <= 2); the replayed step evaluations of our plan (``p(N, s)``,
 ``sine`` ops for the cheap step, one per forward copy; its ``fft`` ops for Navier-Stokes, two
 per forward copy and two per VJP); compile time (ours: tapegrad's trace of the function into a
 jaxpr, timed in the first call, plus ``lower`` and ``compile`` of its program timed again after
-``jax.clear_caches()``; the peers: ``lower`` plus ``compile``, which trace the function); the time of one gradient (best of ``--repeats``); ours' first call; ours' time
-over the prediction ``t(every step) + p(N, s) t(forward step)`` (target <= 1.15; ``t(forward
-step)`` from a forward-only scan); the largest difference from the reference gradient (ours,
-every step). Then the ratios: ours Revolve(s) over Equinox with the same ``s`` (equal memory;
-targets: time <= 0.9, compile <= 1) and over the ``jax.checkpoint`` scan.
+``jax.clear_caches()``; the peers: ``lower`` plus ``compile``, which trace the function); the
+time of one gradient (best of ``--repeats``); ours' first call; ours' time over the prediction
+``t(every step) + p(N, s) t(forward step)`` (target <= 1.15; ``t(forward step)`` from a
+forward-only scan); the largest difference from the reference gradient (ours, every step).
+Then the ratios: ours Revolve(s) over Equinox with the same ``s`` (equal memory; targets: time
+<= 0.9, compile <= 1) and over the ``jax.checkpoint`` scan.
 
 Programs that keep O(N) carries (ours every step, both ``lax.scan`` peers) are skipped where
 N carries exceed ``--store-all-limit-mib``; the prediction then takes ``t(every step)`` per step
@@ -262,7 +263,9 @@ def run(tg, jax, work, args, memo):
                           f"> {args.store_all_limit_mib} MiB; t(every step) extrapolated)")
               + f"; t(forward step) {t_forward * 1e6:.1f} us; Equinox's default s = {default}")
         print(f"  {'program':26s} {'XLA temp':>10s} {'traces':>6s} {'p(N,s)/N':>8s} "
-              f"{work.marker:>5s} {'compile':>8s} {'gradient':>10s} {'1st call':>8s} {'t/pred':>6s} {'|diff|':>7s}")
+              f"{work.marker:>5s} {'compile':>8s} {'gradient':>10s} {'1st call':>8s} "
+              f"{'t/pred':>6s} "
+              f"{'|diff|':>7s}")
         for name, (s, (best, temp, compile_s, first, traces, g, ops)) in rows.items():
             ours_row = first is not None
             p = forward_steps(n, s) if ours_row and s is not None else 0
