@@ -80,9 +80,9 @@ def tapegrad_step(n, steps, checkpoint, observed, compiled=True):
     return (tg.function(train_step) if compiled else train_step), v
 
 
-def jax_step(n, steps, checkpoint, observed):
-    """``(jitted, state)``: the peer, ``jitted(state) -> (state, loss)`` with ``state = (v, m,
-    s, t)`` JAX arrays."""
+def jax_navier_stokes(n):
+    """``(step, prior)``: the example's time step and its smoothing prior on an ``(2, n, n)``
+    float64 field, written in JAX (the projection a ``jax.custom_vjp``) as a JAX user would."""
     import jax
     import jax.numpy as jnp
 
@@ -124,6 +124,16 @@ def jax_step(n, steps, checkpoint, observed):
     def step(u):
         return project(advect(u))
 
+    return step, prior
+
+
+def jax_step(n, steps, checkpoint, observed):
+    """``(jitted, state)``: the peer, ``jitted(state) -> (state, loss)`` with ``state = (v, m,
+    s, t)`` JAX arrays."""
+    import jax
+    import jax.numpy as jnp
+
+    step, prior = jax_navier_stokes(n)
     body = jax.checkpoint(step) if checkpoint else step
     target = jnp.asarray(observed)
 
