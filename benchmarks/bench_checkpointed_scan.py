@@ -18,7 +18,10 @@ Each gradient is one compiled program: ``tg.function(tg.grad(loss))`` for tapegr
 both sides. For each step and N it prints one row per program:
 
 * ``ours every step`` (``checkpoints=None``) and ``ours Revolve(s)`` for each ``--slots`` and
-  for Equinox's default ``s``;
+  for Equinox's default ``s``; ``ours online while(s)`` for each ``--slots``: a
+  ``tg.while_loop(..., checkpoints=s)`` with no ``maximum_iterations`` (its trip count is
+  found as it runs; ``tg.checkpointing.Online(s)``), whose replayed steps are
+  ``Online(s).forward_steps(N) - (N - 1)`` (its sweep is the primal loop);
 * ``jax lax.scan`` (plain: every step's residuals kept) and ``jax lax.scan+checkpoint`` (a
   ``jax.checkpoint``-ed step: one carry per step kept, the step recomputed backward);
 * ``equinox ckpt while(s)``: ``equinox.internal.while_loop(..., kind="checkpointed",
@@ -113,7 +116,9 @@ def equinox_default(n):
 
 
 def ours(tg, work, n, schedule, counter):
-    """``tg.function(tg.grad(loss))`` of the scan of ``work``'s step, ``checkpoints=schedule``."""
+    """``tg.function(tg.grad(loss))`` of the scan of ``work``'s step, ``checkpoints=schedule``;
+    a ``tg.checkpointing.Online`` schedule: a ``tg.while_loop`` of the step while a loop-carried
+    count is below ``n``, with no ``maximum_iterations`` (its trip count found as it runs)."""
     step = work.tg_step(tg)
 
     def loss(c0, *params):
@@ -121,6 +126,10 @@ def ours(tg, work, n, schedule, counter):
             counter[0] += 1
             return step(c, *params), None
 
+        if isinstance(schedule, tg.checkpointing.Online):
+            c, _ = tg.while_loop(lambda c, k: k < n, lambda c, k: (body(c, None)[0], k + 1),
+                                 (c0, tg.constant(0)), checkpoints=schedule)
+            return work.loss(tg, c)
         return work.loss(tg, tg.lax.scan(body, c0, None, length=n, checkpoints=schedule)[0])
 
     return tg.function(tg.grad(loss, argnums=tuple(range(len(work.args)))))
@@ -246,6 +255,9 @@ def run(tg, jax, work, args, memo):
             rows["ours every step"] = (None, measure_ours(tg, jax, work, n, None, args.repeats))
         for s in slots:
             rows[f"ours Revolve({s})"] = (s, measure_ours(tg, jax, work, n, s, args.repeats))
+        for s in args.slots:  # the online schedule of a while loop: no bound needed
+            rows[f"ours online while({s})"] = (tg.checkpointing.Online(s), measure_ours(
+                tg, jax, work, n, tg.checkpointing.Online(s), args.repeats))
         if args.peers:
             if store_all:
                 rows["jax lax.scan"] = (None, measure_peer(jax, work, n, "scan", None,
@@ -268,7 +280,10 @@ def run(tg, jax, work, args, memo):
               f"{'|diff|':>7s}")
         for name, (s, (best, temp, compile_s, first, traces, g, ops)) in rows.items():
             ours_row = first is not None
-            p = forward_steps(n, s) if ours_row and s is not None else 0
+            if isinstance(s, tg.checkpointing.Online):  # the sweep ran in the primal loop
+                p = s.forward_steps(n) - (n - 1)
+            else:
+                p = forward_steps(n, s) if ours_row and s is not None else 0
             ratio = best / (t_all + p * t_forward) if ours_row else math.nan
             diff = max(float(np.abs(a - b).max()) for a, b in zip(g, reference))
             print(f"  {name:26s} {temp / work.carry:10.1f} {traces:6d} "
