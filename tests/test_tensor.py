@@ -127,7 +127,7 @@ def test_compat_tensorflow_aliases_and_float32_default():
     import tapegrad.compat.tensorflow as tf
 
     assert tf.constant(1.0).dtype == np.float32
-    assert tf.constant(1).dtype == np.int64
+    assert tf.constant(1).dtype == np.int32  # TensorFlow's int32 for Python ints
     v = tf.Variable([1.0, 2.0])
     assert v.dtype == np.float32 and isinstance(v, tg.Variable)
     with tf.GradientTape() as tape:
@@ -214,7 +214,7 @@ def test_compat_tensorflow_float32_defaults_and_model_aliases():
     assert [t.dtype for t in (tf.zeros([2]), tf.ones([2]), tf.eye(2), tf.fill([2], 1.5),
                               tf.range(0.0, 1.0, 0.5), tf.random.normal([2]),
                               tf.random.uniform([2]), tf.one_hot([1], 2))] == [f32] * 8
-    assert tf.fill([2], 1).dtype == np.int64 and tf.zeros([2], dtype=tf.float64).dtype == np.float64
+    assert tf.fill([2], 1).dtype == np.int32 and tf.zeros([2], dtype=tf.float64).dtype == np.float64
     # a NumPy scalar keeps its dtype, as an array does (TensorFlow's rule)
     assert tf.fill([2], np.float64(1.5)).dtype == np.float64
     assert tf.constant(np.float64(1.5)).dtype == np.float64

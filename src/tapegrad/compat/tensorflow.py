@@ -9,7 +9,7 @@ taking TensorFlow's positional arguments and keywords (``tf.reduce_sum(x, 1)``,
 and ignored). The one other
 difference from ``import tapegrad`` is TensorFlow's float32 default: ``constant``,
 ``convert_to_tensor``, ``Variable``, ``fill`` and ``range`` make float32 tensors from Python
-floats; ``zeros``, ``ones``, ``eye``, ``random.normal`` and ``random.uniform`` are float32
+floats and int32 ones from Python ints (the core keeps its float64/int64 defaults); ``zeros``, ``ones``, ``eye``, ``random.normal`` and ``random.uniform`` are float32
 unless given a dtype (``one_hot`` is float32 in tapegrad too). ``nn`` (convolutions and pooling
 included), ``optimizers`` (also as ``keras.optimizers``, with ``schedules``) and ``train`` are
 tapegrad's own.
@@ -19,6 +19,8 @@ from __future__ import annotations
 import builtins
 import functools
 import types
+
+import numpy as _np
 
 import tapegrad as _tg
 from tapegrad import (GradientTape, Module, RegisterGradient, Tensor,  # noqa: F401
@@ -41,6 +43,16 @@ complex64, complex128 = _tg.complex64, _tg.complex128
 int8, int16, uint8 = _tg.int8, _tg.int16, _tg.uint8
 
 
+def _tf_dtype(dtype, value):
+    """``dtype``, or TensorFlow's default for Python data when it is None: float32 for Python
+    floats (nested lists holding one), int32 for Python ints (nested lists of them, bools
+    excluded); a value with a dtype (an array, a NumPy scalar, a Tensor) keeps its own."""
+    if dtype is not None or value is None or hasattr(value, "dtype"):
+        return dtype
+    kind = _np.asarray(value).dtype.kind if isinstance(value, (int, float, list, tuple)) else ""
+    return _f32 if kind == "f" else _tg.int32 if kind == "i" else None
+
+
 def constant(value, dtype=None, shape=None, name=None):
     """``tf.constant``: a Tensor of ``value`` (float32 for Python floats). With ``shape``, a
     scalar ``value`` fills that shape and any other is reshaped to it (it must have as many
@@ -57,7 +69,7 @@ def constant(value, dtype=None, shape=None, name=None):
                             "tensor's dtype here: cast it with tf.cast(value, dtype)")
         out = value
     else:
-        out = _tg.constant(value, dtype, default_float=_f32)
+        out = _tg.constant(value, _tf_dtype(dtype, value))
     if shape is None:
         return out
     shape = tuple(int(d) for d in shape)
@@ -78,8 +90,8 @@ def convert_to_tensor(value, dtype=None, dtype_hint=None, name=None):
     if isinstance(value, _tg.Variable):
         read = value.read_value()
         return read if dtype is None else _tg.astype(read, dtype)
-    return _tg.convert_to_tensor(value, dtype if dtype is not None else dtype_hint,
-                                 default_float=_f32)
+    return _tg.convert_to_tensor(value, _tf_dtype(dtype if dtype is not None else dtype_hint,
+                                                  value))
 
 
 def get_static_value(tensor, partial=False):
@@ -90,8 +102,12 @@ def get_static_value(tensor, partial=False):
     return convert_to_tensor(tensor).numpy()
 
 
+def _variable_init(self, initial_value, trainable=True, name=None, dtype=None):
+    _tg.Variable.__init__(self, initial_value, trainable, name, _tf_dtype(dtype, initial_value))
+
+
 Variable = type("Variable", (_tg.Variable,), {
-    "__slots__": (), "_default_float": _f32, "__module__": __name__,
+    "__slots__": (), "_default_float": _f32, "__module__": __name__, "__init__": _variable_init,
     "value": _tg.Variable.read_value,  # TensorFlow's name for a read of the current value
 })
 autodiff = types.SimpleNamespace(GradientTape=GradientTape,
@@ -100,8 +116,23 @@ grad_pass_through = _tg.straight_through
 zeros = functools.partial(_tg.zeros, dtype=_f32)
 ones = functools.partial(_tg.ones, dtype=_f32)
 eye = functools.partial(_tg.eye, dtype=_f32)
-fill = functools.partial(_tg.full, default_float=_f32)
-range = functools.partial(_tg.arange, default_float=_f32)  # noqa: A001 - TensorFlow's name
+
+
+def fill(dims, value, name=None):
+    """``tf.fill``: a tensor of shape ``dims`` filled with the scalar ``value`` (float32 for a
+    Python float, int32 for a Python int, as in TensorFlow); errors as ``tapegrad.full``."""
+    return _tg.full(dims, value, dtype=_tf_dtype(None, value))
+
+
+def range(start, limit=None, delta=1, dtype=None, name=None):  # noqa: A001 - TF's name
+    """``tf.range``: ``start, start + delta, ...`` below ``limit`` (from 0 to ``start`` when
+    ``limit`` is None), 1-d; int32 for Python ints and float32 for Python floats unless
+    ``dtype`` is given, as in TensorFlow; errors as ``tapegrad.arange``. Not differentiable."""
+    if dtype is None:
+        data = [v for v in (start, limit, delta) if v is not None]
+        dtype = _tf_dtype(None, data) if not any(hasattr(v, "dtype") for v in data) else None
+    return _tg.arange(start, limit, delta, dtype=dtype)
+
 one_hot = _tg.nn.one_hot
 
 _range = builtins.range  # this module's range is TensorFlow's tf.range
@@ -247,8 +278,24 @@ math = types.SimpleNamespace(
     reduce_all=reduce_all, reduce_any=reduce_any, cumsum=cumsum, argmax=argmax, argmin=argmin,
     greater=_tg.greater, less=_tg.less, equal=_tg.equal,
 )
+
+
+def svd(tensor, full_matrices=False, compute_uv=True, name=None):
+    """``tf.linalg.svd``: TensorFlow's ``(s, u, v)`` of ``tensor`` (``(..., M, N)``) with
+    ``tensor = u @ diag(s) @ adjoint(v)``: ``s`` ``(..., K)`` (K = min(M, N)), descending;
+    ``u`` ``(..., M, K)`` and ``v`` ``(..., N, K)`` (``(..., M, M)``, ``(..., N, N)`` with
+    ``full_matrices``). ``v`` is V, not the Array API's ``Vh`` (v = conj(Vh)^T). Only ``s``
+    when ``compute_uv`` is False. Errors and gradient as ``tapegrad.linalg.svd``/``svdvals``
+    (the gradient of a ``u`` or ``v`` is undefined for repeated singular values)."""
+    if not compute_uv:
+        return _tg.linalg.svdvals(tensor)
+    u, s, vh = _tg.linalg.svd(tensor, full_matrices=full_matrices)
+    return s, u, _tg.matrix_transpose(_tg.conj(vh))
+
+
 linalg = types.SimpleNamespace(global_norm=_tg.global_norm,
                                **{n: getattr(_tg.linalg, n) for n in _tg.linalg.__all__})
+linalg.svd = svd
 
 # --- namespaces: random with the float32 default; nn, optimizers, train ----------------------
 random = types.SimpleNamespace(
