@@ -40,3 +40,53 @@ def test_python_ints_become_int32_as_in_tensorflow():
     assert tf.constant(np.array([1, 2])).dtype == np.int64
     assert tf.constant(True).dtype == np.bool_ and tf.constant(2, tf.int64).dtype == np.int64
     assert tf.range(3, dtype=tf.float64).dtype == np.float64
+
+
+def test_squeeze_without_axis_drops_every_size_one_axis():
+    x = tf.reshape(tf.range(3.0), [1, 3, 1])
+    assert tf.squeeze(x).shape == (3,) and tf.squeeze(x, [2]).shape == (1, 3)
+    assert tf.squeeze(x, axis=0).shape == (3, 1) and tf.squeeze(tf.ones([2, 2])).shape == (2, 2)
+    v = tf.Variable(np.ones((1, 2)))
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(tf.squeeze(v) * tf.constant([2.0, 3.0], tf.float64))
+    np.testing.assert_allclose(tape.gradient(y, v).numpy(), [[2.0, 3.0]])
+
+
+def test_where_with_one_argument_gives_int64_indices():
+    cond = np.array([[True, False, True], [False, True, False]])
+    idx = tf.where(tf.constant(cond))
+    assert idx.dtype == np.int64 and idx.shape == (3, 2)
+    np.testing.assert_array_equal(idx.numpy(), np.argwhere(cond))
+    np.testing.assert_array_equal(tf.where(tf.constant([0, 2, 0, 1])).numpy(), [[1], [3]])
+    np.testing.assert_allclose(tf.where(cond, 1.0, tf.zeros([2, 3])).numpy(), cond * 1.0)
+    with pytest.raises(ValueError, match="give both x and y"):
+        tf.where(cond, 1.0)
+
+
+@pytest.mark.parametrize("module", ["tf", "tf.linalg"])
+def test_matmul_takes_transpose_and_adjoint(module):
+    matmul = tf.matmul if module == "tf" else tf.linalg.matmul
+    a = np.arange(6.0).reshape(2, 3)
+    b = np.arange(6.0, 12.0).reshape(2, 3)
+    np.testing.assert_allclose(matmul(a, b, transpose_b=True).numpy(), a @ b.T)
+    np.testing.assert_allclose(matmul(a, b, transpose_a=True).numpy(), a.T @ b)
+    c = a + 1j * b
+    np.testing.assert_allclose(matmul(c, c, adjoint_a=True).numpy(), c.conj().T @ c)
+
+
+def test_reshape_with_tf_shape_entries_inside_tf_function():
+    @tf.function
+    def flatten(x):
+        return tf.reshape(x, [tf.shape(x)[0], -1]) + tf.zeros(tf.shape(x)[:1])[:, None]
+
+    @tf.function
+    def like(x):
+        return tf.reshape(x, tf.shape(x)) * tf.ones([tf.shape(x)[0], 1, 1])
+
+    x = np.arange(24.0, dtype=np.float32).reshape(2, 3, 4)
+    np.testing.assert_array_equal(flatten(tf.constant(x)).numpy(), x.reshape(2, 12))
+    np.testing.assert_array_equal(like(tf.constant(x)).numpy(), x)
+    s = tf.shape(tf.constant(x))
+    assert s.dtype == np.int32
+    np.testing.assert_array_equal(s.numpy(), [2, 3, 4])
+    np.testing.assert_array_equal((s[1] * 2).numpy(), 6)

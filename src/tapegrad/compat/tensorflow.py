@@ -32,8 +32,8 @@ from tapegrad import (GradientTape, Module, RegisterGradient, Tensor,  # noqa: F
                       int32, int64, less, less_equal, log, logical_and, logical_not, logical_or,
                       maximum, minimum, multiply, name_scope, nn, no_gradient,
                       not_equal, numpy_function, ones_like, optimizers, pow, py_function,
-                      recompute_grad, reshape, round, shape, sign, sin, sinh, sqrt, square,
-                      stop_gradient, subtract, tan, tanh, test, tile, vectorized_map, where,
+                      recompute_grad, round, sign, sin, sinh, sqrt, square,
+                      stop_gradient, subtract, tan, tanh, test, tile, vectorized_map,
                       zeros_like)
 from tapegrad import bool as bool  # noqa: A004, F401
 
@@ -113,15 +113,67 @@ Variable = type("Variable", (_tg.Variable,), {
 autodiff = types.SimpleNamespace(GradientTape=GradientTape,
                                  ForwardAccumulator=_tg.ForwardAccumulator)
 grad_pass_through = _tg.straight_through
-zeros = functools.partial(_tg.zeros, dtype=_f32)
-ones = functools.partial(_tg.ones, dtype=_f32)
+
+
+class _Shape(Tensor):
+    """``tf.shape``'s result: a 1-d integer Tensor that also holds the static shape
+    (``_static``, a tuple, or an int for one element), so that ``reshape``, ``zeros``,
+    ``ones`` and ``fill`` take it, or a list holding its elements (``[tf.shape(x)[0], -1]``),
+    inside a ``tf.function`` trace as Python ints. Arithmetic on it gives plain Tensors."""
+
+    __slots__ = ("_static",)
+
+    def __getitem__(self, key):
+        out = Tensor.__getitem__(self, key)
+        if isinstance(key, (int, slice)) and not isinstance(key, builtins.bool):
+            out = _Shape(out._value)
+            out._static = self._static[key]
+        return out
+
+
+def shape(input, out_type=None, name=None):  # noqa: A002 - TensorFlow's names
+    """``tf.shape``: ``input``'s shape as a 1-d integer Tensor (int32, or ``out_type``), as
+    ``tapegrad.shape``; it and its elements (``tf.shape(x)[0]``) are also taken as static
+    sizes by this module's ``reshape``, ``zeros``, ``ones`` and ``fill`` inside a
+    ``tf.function``. Not differentiable (a constant)."""
+    out = _tg.shape(input, out_type)
+    static = _Shape(out._value)
+    static._static = tuple(_tg.convert_to_tensor(input).shape)
+    return static
+
+
+def _static_shape(shape):
+    """A shape argument with ``tf.shape`` results (whole or their elements) as Python ints."""
+    if hasattr(shape, "_static"):
+        return shape._static
+    if isinstance(shape, (list, tuple)):
+        return tuple(getattr(d, "_static", d) for d in shape)
+    return shape
+
+
+def reshape(tensor, shape, name=None):
+    """``tf.reshape``: ``tensor`` with ``shape`` (one entry may be -1); entries may be
+    ``tf.shape`` results, also inside ``tf.function``. Errors and gradient as
+    ``tapegrad.reshape``."""
+    return _tg.reshape(tensor, _static_shape(shape))
+
+
+def zeros(shape, dtype=_f32, name=None):
+    """``tf.zeros``: zeros of ``shape`` (a ``tf.shape`` result allowed), float32 by default."""
+    return _tg.zeros(_static_shape(shape), dtype=dtype)
+
+
+def ones(shape, dtype=_f32, name=None):
+    """``tf.ones``: ones of ``shape`` (a ``tf.shape`` result allowed), float32 by default."""
+    return _tg.ones(_static_shape(shape), dtype=dtype)
+
 eye = functools.partial(_tg.eye, dtype=_f32)
 
 
 def fill(dims, value, name=None):
     """``tf.fill``: a tensor of shape ``dims`` filled with the scalar ``value`` (float32 for a
     Python float, int32 for a Python int, as in TensorFlow); errors as ``tapegrad.full``."""
-    return _tg.full(dims, value, dtype=_tf_dtype(None, value))
+    return _tg.full(_static_shape(dims), value, dtype=_tf_dtype(None, value))
 
 
 def range(start, limit=None, delta=1, dtype=None, name=None):  # noqa: A001 - TF's name
@@ -258,9 +310,33 @@ def gather(params, indices, validate_indices=None, axis=None, batch_dims=0, name
                                   *_range(n + m, out.ndim)))
 
 
+def squeeze(input, axis=None, name=None):  # noqa: A002 - TensorFlow's names
+    """``tf.squeeze``: ``input`` without the size-1 axes ``axis`` (an int or a list; all
+    size-1 axes when None, as in TensorFlow). Errors (an axis whose size is not 1) and
+    gradient as ``tapegrad.squeeze``."""
+    if axis is None:
+        axis = tuple(i for i, d in enumerate(_tg.convert_to_tensor(input).shape) if d == 1)
+    return _tg.squeeze(input, axis=_axes(axis))
+
+
+def where(condition, x=None, y=None, name=None):
+    """``tf.where``: with ``x`` and ``y``, ``x`` where ``condition`` is true and ``y``
+    elsewhere (broadcast; as ``tapegrad.where``, whose gradient it has). With neither, the
+    indices of the true elements: int64 of shape ``(k, condition.ndim)``, in row-major
+    order (not differentiable; its shape depends on the data, so not inside
+    ``tf.function``). Raises ``ValueError`` when only one of ``x``, ``y`` is given."""
+    if x is None and y is None:
+        idx = _tg.nonzero(_tg.astype(condition, _tg.bool))
+        return _tg.astype(_tg.stack(idx, axis=1), _tg.int64)
+    if x is None or y is None:
+        raise ValueError("tf.where: give both x and y (a choice between them) or neither (the "
+                         "indices of the true elements), not only one")
+    return _tg.where(condition, x, y)
+
+
 # --- manipulation and math -------------------------------------------------------------------
 cast = _tg.astype
-expand_dims, squeeze = _tg.expand_dims, _tg.squeeze
+expand_dims = _tg.expand_dims
 negative, sigmoid = _tg.negative, _tg.nn.sigmoid
 function, TensorSpec, config = _tg.function, _tg.TensorSpec, _tg.config
 
@@ -295,7 +371,7 @@ def svd(tensor, full_matrices=False, compute_uv=True, name=None):
 
 linalg = types.SimpleNamespace(global_norm=_tg.global_norm,
                                **{n: getattr(_tg.linalg, n) for n in _tg.linalg.__all__})
-linalg.svd = svd
+linalg.svd, linalg.matmul = svd, matmul
 
 # --- namespaces: random with the float32 default; nn, optimizers, train ----------------------
 random = types.SimpleNamespace(
