@@ -394,3 +394,373 @@ class _Keras(types.SimpleNamespace):
 
 
 keras = _Keras(optimizers=optimizers)  # tf.keras.optimizers.AdamW, .schedules
+
+
+# --- TensorFlow names tapegrad lacks: aliases and thin adapters on tapegrad ops (issue 33) ----
+__version__ = "2.16.0-tapegrad"  # a TensorFlow 2 version, for code that checks it; not TF's
+
+
+def linspace(start, stop, num, name=None, axis=0):
+    """``tf.linspace``: ``num`` evenly spaced values from ``start`` to ``stop`` (both kept),
+    1-d, float32 for Python numbers (else ``start``'s dtype). Scalar ``start``/``stop`` only.
+    Differentiable in ``start`` and ``stop`` when they are Tensors (by the composition
+    ``start + (stop - start) * t``)."""
+    if isinstance(start, Tensor) or isinstance(stop, Tensor):
+        start, stop = convert_to_tensor(start), convert_to_tensor(stop)
+        t = _tg.linspace(0.0, 1.0, int(num), dtype=start.dtype)
+        return start + (_tg.astype(stop, start.dtype) - start) * t
+    return _tg.linspace(start, stop, int(num), dtype=_f32)
+
+
+def size(input, out_type=_tg.int32, name=None):  # noqa: A002 - TensorFlow's names
+    """``tf.size``: the number of elements of ``input``, a 0-d ``out_type`` (int32) Tensor."""
+    return _tg.constant(convert_to_tensor(input).size, out_type)
+
+
+def rank(input, name=None):  # noqa: A002 - TensorFlow's names
+    """``tf.rank``: the number of axes of ``input``, a 0-d int32 Tensor."""
+    return _tg.constant(convert_to_tensor(input).ndim, _tg.int32)
+
+
+def split(value, num_or_size_splits, axis=0, num=None, name=None):
+    """``tf.split``: a list of pieces of ``value`` along ``axis``: ``num_or_size_splits``
+    equal ones (an int dividing the axis) or ones of the given sizes (one may be -1, the
+    rest). Raises ``ValueError`` when they do not add up to the axis. Gradient: slicing's."""
+    value = convert_to_tensor(value)
+    n = value.shape[axis]
+    if isinstance(num_or_size_splits, int):
+        if n % num_or_size_splits:
+            raise ValueError(f"tf.split: axis {axis} of size {n} does not split into "
+                             f"{num_or_size_splits} equal pieces; give a list of sizes")
+        sizes = [n // num_or_size_splits] * num_or_size_splits
+    else:
+        sizes = [int(s) for s in num_or_size_splits]
+        if sizes.count(-1) == 1:
+            sizes[sizes.index(-1)] = n - sum(s for s in sizes if s != -1)
+    if sum(sizes) != n or builtins.min(sizes) < 0:
+        raise ValueError(f"tf.split: sizes {list(num_or_size_splits)} do not add up to axis "
+                         f"{axis}'s size {n}")
+    lead, starts = (slice(None),) * (axis % value.ndim), _np.cumsum([0] + sizes)
+    return [value[(*lead, slice(int(a), int(a) + s))] for a, s in zip(starts, sizes)]
+
+
+def unstack(value, num=None, axis=0, name=None):
+    """``tf.unstack``: a list of the ``value.shape[axis]`` slices along ``axis``; errors and
+    gradient as ``tapegrad.unstack``."""
+    return list(_tg.unstack(value, axis=axis))
+
+
+def pad(tensor, paddings, mode="CONSTANT", constant_values=0, name=None):
+    """``tf.pad``: ``tensor`` with ``paddings[i] = [before, after]`` elements of
+    ``constant_values`` added on axis i (``paddings``: ``(ndim, 2)``). Only
+    ``mode="CONSTANT"``; ``NotImplementedError`` for REFLECT and SYMMETRIC. Gradient: the
+    cotangent's middle (by the composition with ``concat``)."""
+    if str(mode).upper() != "CONSTANT":
+        raise NotImplementedError(f"tf.pad: mode {mode!r} is not provided by "
+                                  "tapegrad.compat.tensorflow yet; only 'CONSTANT'")
+    out = convert_to_tensor(tensor)
+    for axis, (before, after) in enumerate(_np.asarray(paddings).tolist()):
+        shape_ = list(out.shape)
+        parts = []
+        for n in (before, after):
+            shape_[axis] = n
+            parts.append(_tg.full(tuple(shape_), constant_values, dtype=out.dtype))
+        out = _tg.concat([parts[0], out, parts[1]], axis=axis)
+    return out
+
+
+def sort(values, axis=-1, direction="ASCENDING", name=None):
+    """``tf.sort``: ``values`` sorted along ``axis``, ``direction`` "ASCENDING" or
+    "DESCENDING"; shapes, errors and gradient as ``tapegrad.sort``."""
+    return _tg.sort(values, axis=axis, descending=direction == "DESCENDING")
+
+
+def argsort(values, axis=-1, direction="ASCENDING", stable=False, name=None):
+    """``tf.argsort``: the int32 indices that sort ``values`` along ``axis``."""
+    out = _tg.argsort(values, axis=axis, descending=direction == "DESCENDING", stable=True)
+    return _tg.astype(out, _tg.int32)
+
+
+def reverse(tensor, axis, name=None):
+    """``tf.reverse``: ``tensor`` reversed along the axes in the list ``axis``; gradient as
+    ``tapegrad.flip``."""
+    return _tg.flip(tensor, axis=_axes(axis))
+
+
+def roll(input, shift, axis, name=None):  # noqa: A002 - TensorFlow's names
+    """``tf.roll``: ``input`` shifted cyclically by ``shift`` along ``axis`` (ints or equal
+    length lists); errors and gradient as ``tapegrad.roll``."""
+    return _tg.roll(input, _axes(shift), axis=_axes(axis))
+
+
+def tensordot(a, b, axes, name=None):
+    """``tf.tensordot``: ``a`` and ``b`` contracted over ``axes`` (an int, or two lists of
+    axes); shapes, errors and gradient as ``tapegrad.tensordot``."""
+    axes = axes if isinstance(axes, int) else tuple(_axes(x) for x in axes)
+    return _tg.tensordot(a, b, axes=axes)
+
+
+def norm(tensor, ord="euclidean", axis=None, keepdims=None, name=None):  # noqa: A002
+    """``tf.norm``: the 2-norm (``ord`` "euclidean" or "fro": over all elements when ``axis``
+    is None, else over ``axis``) or a vector ``ord``-norm over the int ``axis``. Other
+    matrix norms raise ``NotImplementedError`` (use ``tg.linalg.matrix_norm``). Gradient as
+    ``tapegrad.linalg.vector_norm``."""
+    keep = builtins.bool(keepdims)
+    if ord in ("euclidean", "fro"):
+        return _tg.linalg.vector_norm(tensor, axis=_axes(axis), keepdims=keep, ord=2)
+    if isinstance(axis, (list, tuple)):
+        raise NotImplementedError(f"tf.norm: matrix norm ord={ord!r} is not provided by "
+                                  "tapegrad.compat.tensorflow yet; use tg.linalg.matrix_norm")
+    return _tg.linalg.vector_norm(tensor, axis=axis, keepdims=keep, ord=ord)
+
+
+def boolean_mask(tensor, mask, axis=None, name=None):
+    """``tf.boolean_mask``: the slices of ``tensor`` where the k-d boolean ``mask`` is true,
+    ``mask`` matching ``tensor``'s axes ``axis`` (default 0) to ``axis + k``; those axes
+    become one of the true count. Not inside ``tf.function`` (a data-dependent shape).
+    Gradient: the gather's."""
+    tensor, mask = convert_to_tensor(tensor), convert_to_tensor(mask)
+    axis = axis or 0
+    k, shape_ = mask.ndim, tensor.shape
+    flat = _tg.reshape(tensor, (*shape_[:axis], -1, *shape_[axis + k:]))
+    (idx,) = _tg.nonzero(_tg.reshape(_tg.astype(mask, _tg.bool), (-1,)))
+    return _tg.take(flat, idx, axis=axis)
+
+
+def gather_nd(params, indices, batch_dims=0, name=None):
+    """``tf.gather_nd``: ``params[indices[..., 0], ..., indices[..., m - 1]]`` for integer
+    ``indices`` of shape ``(..., m)``: shape ``indices.shape[:-1] + params.shape[m:]``.
+    Only ``batch_dims=0`` (``NotImplementedError`` otherwise). Gradient: indexing's."""
+    if batch_dims:
+        raise NotImplementedError("tf.gather_nd: batch_dims is not provided by "
+                                  "tapegrad.compat.tensorflow yet; use tf.gather(batch_dims=)")
+    indices = convert_to_tensor(indices)
+    return convert_to_tensor(params)[tuple(indices[..., i] for i in _range(indices.shape[-1]))]
+
+
+def add_n(inputs, name=None):
+    """``tf.add_n``: the elementwise sum of the same-shape tensors ``inputs``."""
+    return functools.reduce(_tg.add, inputs)
+
+
+def _one_hot_rows(indices, rows, dtype):
+    """``(n, rows)`` one-hot matrix of the flattened integer ``indices``."""
+    return _tg.nn.one_hot(_tg.reshape(convert_to_tensor(indices), (-1,)), rows, dtype=dtype)
+
+
+def tensor_scatter_nd_update(tensor, indices, updates, name=None):
+    """``tf.tensor_scatter_nd_update``: ``tensor`` with the elements (or slices) at
+    ``indices`` (``(..., m)``, indexing the first m axes) replaced by ``updates``
+    (``indices.shape[:-1] + tensor.shape[m:]``). Indices should be distinct (TensorFlow
+    leaves the order of duplicates unspecified; here they add). Gradient: by the
+    composition (a one-hot mask and product): zero at the updated places for ``tensor``,
+    the gathered cotangent for ``updates``."""
+    tensor, indices = convert_to_tensor(tensor), convert_to_tensor(indices)
+    m = indices.shape[-1]
+    lead, rest = tensor.shape[:m], tensor.shape[m:]
+    rows = functools.reduce(lambda a, b: a * b, lead, 1)
+    lin = _tg.tensordot(_tg.astype(indices, _tg.int64),
+                        _tg.constant(_np.ravel_multi_index(_np.eye(m, dtype=int).T, lead)
+                                     if m else _np.zeros(0, int), _tg.int64), axes=1)
+    hot = _one_hot_rows(lin, rows, tensor.dtype)
+    flat = _tg.reshape(tensor, (rows, *rest))
+    upd = _tg.reshape(convert_to_tensor(updates, tensor.dtype), (-1, *rest))
+    keep = _tg.reshape(1 - _tg.max(hot, axis=0), (rows,) + (1,) * len(rest))
+    return _tg.reshape(flat * keep + _tg.tensordot(_tg.matrix_transpose(hot), upd, axes=1),
+                       tensor.shape)
+
+
+def sequence_mask(lengths, maxlen=None, dtype=_tg.bool, name=None):
+    """``tf.sequence_mask``: ``mask[..., j] = j < lengths[...]``, shape
+    ``lengths.shape + (maxlen,)`` (``maxlen`` default: the largest length), ``dtype``."""
+    lengths = convert_to_tensor(lengths)
+    if maxlen is None:
+        maxlen = int(_tg.max(lengths).numpy()) if lengths.size else 0
+    out = _tg.arange(int(maxlen)) < _tg.astype(lengths, _tg.int64)[..., None]
+    return out if dtype == _tg.bool else _tg.astype(out, dtype)
+
+
+def divide_no_nan(x, y, name=None):
+    """``tf.math.divide_no_nan``: ``x / y``, and 0 where ``y`` is 0 (also its gradient,
+    by the double ``where``)."""
+    x, y = convert_to_tensor(x), convert_to_tensor(y)
+    zero = y == 0
+    return _tg.where(zero, _tg.zeros_like(x / _tg.where(zero, 1, y)),
+                     x / _tg.where(zero, _tg.ones_like(y), y))
+
+
+TopKV2 = __import__("collections").namedtuple("TopKV2", ["values", "indices"])
+
+
+def top_k(input, k=1, sorted=True, name=None):  # noqa: A002 - TensorFlow's names
+    """``tf.math.top_k``: ``(values, indices)`` of the ``k`` largest entries along the last
+    axis, largest first (ties: the lower index first), indices int32. Gradient: to the
+    chosen entries (``take_along_axis``'s)."""
+    idx = _tg.argsort(input, axis=-1, descending=True, stable=True)[..., :k]
+    return TopKV2(_tg.take_along_axis(convert_to_tensor(input), idx, axis=-1),
+                  _tg.astype(idx, _tg.int32))
+
+
+def unsorted_segment_sum(data, segment_ids, num_segments, name=None):
+    """``tf.math.unsorted_segment_sum``: ``out[s] = sum of data[i...] where segment_ids[i...]
+    == s``; ``segment_ids`` matches ``data``'s first axes; shape ``(num_segments,) +
+    data.shape[segment_ids.ndim:]``; ids outside ``[0, num_segments)`` are dropped. Gradient:
+    the cotangent gathered by ``segment_ids`` (by the composition with a one-hot matrix)."""
+    data, ids = convert_to_tensor(data), convert_to_tensor(segment_ids)
+    rest = data.shape[ids.ndim:]
+    hot = _one_hot_rows(ids, int(num_segments), data.dtype)
+    return _tg.tensordot(_tg.matrix_transpose(hot), _tg.reshape(data, (-1, *rest)), axes=1)
+
+
+def segment_sum(data, segment_ids, name=None):
+    """``tf.math.segment_sum``: ``unsorted_segment_sum`` with ``max(segment_ids) + 1``
+    segments (sorted ids, as TensorFlow requires)."""
+    ids = convert_to_tensor(segment_ids)
+    return unsorted_segment_sum(data, ids, int(_tg.max(ids).numpy()) + 1)
+
+
+def band_part(input, num_lower, num_upper, name=None):  # noqa: A002 - TensorFlow's names
+    """``tf.linalg.band_part``: the matrices ``(..., M, N)`` of ``input`` with the elements
+    more than ``num_lower`` below or ``num_upper`` above the diagonal set to 0 (a negative
+    count keeps the whole triangle). Gradient: the same band of the cotangent."""
+    x = convert_to_tensor(input)
+    m, n = x.shape[-2:]
+    d = _tg.arange(m)[:, None] - _tg.arange(n)[None, :]
+    keep = ((d <= num_lower) if num_lower >= 0 else d == d) & (
+        (-d <= num_upper) if num_upper >= 0 else d == d)
+    return _tg.where(keep, x, _tg.zeros_like(x))
+
+
+def diag(diagonal, name=None, k=0, num_rows=-1, num_cols=-1, padding_value=0,
+         align="RIGHT_LEFT"):
+    """``tf.linalg.diag``: the ``(..., N, N)`` matrices with ``diagonal`` (``(..., N)``) on
+    their main diagonal and zeros elsewhere (only ``k=0`` and the defaults). Gradient: the
+    cotangent's diagonal."""
+    if k or num_rows != -1 or num_cols != -1 or padding_value:
+        raise NotImplementedError("tf.linalg.diag: k, num_rows, num_cols and padding_value "
+                                  "are not provided by tapegrad.compat.tensorflow yet")
+    diagonal = convert_to_tensor(diagonal)
+    return diagonal[..., None] * _tg.eye(diagonal.shape[-1], dtype=diagonal.dtype)
+
+
+def shuffle(value, seed=None, name=None):
+    """``tf.random.shuffle``: ``value`` with its first axis randomly permuted (the order of
+    argsorted uniform draws from tapegrad's global generator, so ``tf.random.set_seed``
+    makes it repeatable; not TensorFlow's stream). Gradient: the gather's."""
+    value = convert_to_tensor(value)
+    return _tg.take(value, _tg.argsort(_tg.random.uniform([value.shape[0]])), axis=0)
+
+
+def categorical(logits, num_samples, dtype=_tg.int64, seed=None, name=None):
+    """``tf.random.categorical``: ``(batch, num_samples)`` class indices drawn from the
+    unnormalised log-probabilities ``logits`` ``(batch, classes)``, by the Gumbel-max trick
+    on tapegrad's global generator (not TensorFlow's stream). Not differentiable."""
+    logits = convert_to_tensor(logits)
+    b, c = logits.shape
+    u = _tg.random.uniform([b, num_samples, c], minval=1e-12, maxval=1.0,
+                           dtype=_tg.float64)
+    gumbel = -_tg.log(-_tg.log(u))
+    return _tg.astype(_tg.argmax(_tg.astype(logits, _tg.float64)[:, None, :] + gumbel,
+                                 axis=-1), dtype)
+
+
+def truncated_normal(shape, mean=0.0, stddev=1.0, dtype=_f32, seed=None, name=None):
+    """``tf.random.truncated_normal``: normal draws of ``shape`` with ``mean`` and ``stddev``
+    where those more than 2 stddev from the mean are redrawn (8 rounds, then the rare rest
+    clipped to the bounds), on tapegrad's global generator (not TensorFlow's stream)."""
+    z = _tg.random.normal(shape, dtype=dtype)
+    for _ in _range(8):
+        z = _tg.where(_tg.abs(z) > 2, _tg.random.normal(shape, dtype=dtype), z)
+    return mean + stddev * _tg.clip(z, -2.0, 2.0)
+
+
+math.divide_no_nan, math.top_k, math.segment_sum = divide_no_nan, top_k, segment_sum
+math.unsorted_segment_sum = unsorted_segment_sum
+linalg.band_part, linalg.diag, linalg.norm, linalg.tensordot = band_part, diag, norm, tensordot
+random.shuffle, random.categorical = shuffle, categorical
+random.truncated_normal = truncated_normal
+
+errors = types.SimpleNamespace(  # TensorFlow's error classes as the Python ones tapegrad raises
+    InvalidArgumentError=ValueError, NotFoundError=FileNotFoundError,
+    UnimplementedError=NotImplementedError, ResourceExhaustedError=MemoryError,
+    OutOfRangeError=IndexError)
+
+
+class device:  # noqa: N801 - TensorFlow's name
+    """``tf.device(name)``: a context manager that does nothing: tapegrad places tensors on
+    their backend's device (``tg.to_device``/JAX's default device), not per ``with`` block."""
+
+    def __init__(self, device_name):
+        self.name = device_name
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _tf_format(v, summarize):
+    a = _np.asarray(v)
+    if a.ndim == 0:
+        return str(a)
+    edge = a.size if summarize is None or summarize < 0 else summarize
+    return _np.array2string(a, separator=" ", threshold=2 * edge, edgeitems=edge)
+
+
+def print(*inputs, output_stream=None, sep=" ", end="\n", summarize=3, name=None):  # noqa: A001
+    """``tf.print``: writes ``inputs`` (Tensors as NumPy-style arrays without commas, at most
+    ``summarize`` elements per axis at each end, -1 for all; anything else as ``str``),
+    joined by ``sep`` and followed by ``end``, to ``output_stream`` (a file; default
+    ``sys.stderr``, as in TensorFlow). Inside ``tf.function`` it prints when the compiled
+    call runs (a ``jax.debug.callback`` with the Tensors' values), not when it is traced."""
+    import sys
+    stream = sys.stderr if output_stream is None else output_stream
+    is_t = [isinstance(x, Tensor) for x in inputs]
+
+    def emit(*values):
+        it = iter(values)
+        parts = [_tf_format(next(it), summarize) if t else str(x) for x, t in zip(inputs, is_t)]
+        stream.write(sep.join(parts) + end)
+
+    values = [x._value for x in inputs if isinstance(x, Tensor)]
+    jax = _tg.config.loaded_jax()
+    if jax is not None and any(isinstance(v, jax.core.Tracer) for v in values):
+        jax.debug.callback(emit, *values, ordered=True)
+    else:
+        emit(*values)
+
+
+_CLOSEST = {"data": "none (iterate NumPy arrays)", "TensorArray": "tg.stack of a list",
+            "summary": "none", "autograph": "none (write tg.cond / tg.while_loop)"}
+
+
+def _missing(where, name):
+    for ns, prefix in ((_tg, "tg."), (_tg.linalg, "tg.linalg."), (_tg.nn, "tg.nn."),
+                       (_tg.special, "tg.special."), (_tg.random, "tg.random.")):
+        if not name.startswith("_") and hasattr(ns, name):
+            hint = f"; the closest tapegrad function is {prefix}{name} (Array API signature)"
+            break
+    else:
+        hint = f"; closest in tapegrad: {_CLOSEST[name]}" if name in _CLOSEST else ""
+    return AttributeError(f"{where}.{name} is not provided by tapegrad.compat.tensorflow "
+                          f"yet{hint}")
+
+
+def __getattr__(name):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise _missing("tf", name)
+
+
+class _Namespace(types.SimpleNamespace):
+    """A ``tf.<sub>`` namespace whose missing names say so (see ``_missing``)."""
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise _missing(self.__dict__.get("_tf_name", "tf"), name)
+
+
+for _sub in ("math", "linalg", "random", "errors", "autodiff"):
+    globals()[_sub] = _Namespace(_tf_name=f"tf.{_sub}", **vars(globals()[_sub]))
