@@ -159,7 +159,7 @@ def _check(parts, v, *values):
     values = iter(values)
     lines += [f"  {label}: {_summary(next(values))}" if has_value else f"  {label}"
               for label, has_value in labels]
-    lines.append("Disable with tg.debugging.disable_check_numerics()")
+    lines.append("  Disable with tg.debugging.disable_check_numerics()")
     raise NumericsError("\n".join(lines))
 
 
