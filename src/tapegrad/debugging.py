@@ -63,11 +63,11 @@ class _NumericsObserver:
     def returned(self, fn, op, gs):
         """The reverse pass, after the gradient function ``fn`` of record ``op`` returned
         ``gs`` (a Tensor, raw array or None, or a list, tuple or dict of them)."""
-        items = gs.values() if isinstance(gs, dict) else gs if isinstance(gs, (list, tuple)) \
-            else (gs,)
-        for k, g in enumerate(items):
+        items = gs.items() if isinstance(gs, dict) else enumerate(
+            gs if isinstance(gs, (list, tuple)) else (gs,))
+        for k, g in items:
             self._watch(getattr(g, "_value", g), functools.partial(
-                _head, f"the gradient function {describe_fn(fn)} returned", f"for input {k}",
+                _head, f"the gradient function {describe_fn(fn)} returned", f"for input {k!r}",
                 None), op)
 
     def _watch(self, v, head, record=None):
@@ -110,7 +110,7 @@ class _NumericsObserver:
                                    False))
         line = _SITES.sites.get(record._out_ids[0]) if record._out_ids else None
         text = (f"  forward op: {record.type!r} (whose gradient this is), called at "
-                f"{line or '? (not noted: it ran before check-numerics mode was on)'}\n"
+                f"{line or _UNNOTED}\n"
                 f"  path from the loss: {self._path(tape, record)}")
         phase = f"in the gradient of op type {record.type!r} (while differentiating it)"
         return (head, phase, text, tuple(labels)), tuple(values)
@@ -139,6 +139,10 @@ class _NumericsObserver:
         if len(names) > most:
             names = [*names[:3], f"... {len(names) - most + 1} more", *names[-(most - 4):]]
         return " <- ".join(names)
+
+
+_UNNOTED = ("? (not noted: the op ran before check-numerics mode was on, or in a replay of a "
+            "control-flow body for its gradient, which observers do not see)")
 
 
 def _finite(v) -> bool:
