@@ -739,7 +739,7 @@ def _runtime_error(error, name):
     the error tapegrad raises: ``NumericsError`` for check-numerics, ``TypeError`` for a host
     callback's, ``ConvergenceError`` for a solver's adjoint solve, naming the function; any other error as it is, with a note naming it."""
     found = re.search(r"(check_numerics: |host callback: |tg\.linalg\.\w+: the adjoint solve )"
-                      r"[^\n]*", str(error))
+                      r"(?:[^\n]*\n  )*[^\n]*", str(error))  # indented lines go with the first
     if found is None:
         error.add_note(f"raised by the program of tg.function({name})")
         return error

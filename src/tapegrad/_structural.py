@@ -67,7 +67,7 @@ def provide(**fns) -> None:
 
 _EXTENSION_POINTS = ("raw_access", "gradient_call", "jacobian", "batch_jacobian", "host_callback",
                      "explain", "to_dot", "register_hook", "conversion", "to_host", "vectorize",
-                     "memory_report", "gradient_check")
+                     "memory_report", "gradient_check", "gradient_numerics")
 
 
 class ExtensionPoints:
@@ -102,6 +102,11 @@ class ExtensionPoints:
       pass calls it before each gradient function ``fn`` runs on record ``op``
       (``tg.debugging.enable_gradient_checks``); it checks user-defined rules on the record's
       inputs. The pass reads ``on`` once, so off it costs one test per pass.
+    - ``gradient_numerics`` (``tapegrad.debugging``): while its ``on`` is true
+      (``tg.debugging.enable_check_numerics``), the reverse pass calls
+      ``gradient_numerics(op, cotangents)`` before each gradient function ``fn`` runs on record
+      ``op`` and ``gradient_numerics.returned(fn, op, gradients)`` after; a NaN is then
+      reported with the record it belongs to. Read once per pass, as ``gradient_check``.
     """
 
     __slots__ = _EXTENSION_POINTS

@@ -332,6 +332,8 @@ class GradientTape:
         outer = any(not t._observer for t in _state.tapes)  # an outer tape may differentiate
         check = extensions.gradient_check  # tg.debugging.enable_gradient_checks: once per pass
         checking = check is not None and check.on
+        numerics = extensions.gradient_numerics  # tg.debugging.enable_check_numerics: the same
+        noting = numerics is not None and numerics.on
         for op in reversed(active):
             out_ids = op._out_ids
             if len(out_ids) == 1:
@@ -358,12 +360,16 @@ class GradientTape:
                 raise no_gradient_error(od.type)
             if checking:
                 check(fn, op)
+            if noting:
+                numerics(op, (dy,) if dys is None else dys)
             if outer:  # computed on raw arrays? then once-differentiable (_once_differentiable)
                 gs = extensions.gradient_call(fn, op, (dy,) if dys is None else dys)
             else:
                 if observed:
                     _state.grad_op = op
                 gs = fn(op, dy) if dys is None else fn(op, *dys)
+            if noting:
+                numerics.returned(fn, op, gs)
             in_ids = op._in_ids
             if type(gs) is Tensor and len(in_ids) == 1:  # the common case, without a loop
                 iid = in_ids[0]

@@ -8,6 +8,7 @@ import functools
 import inspect
 import os
 import sys
+import threading
 import warnings
 from typing import NamedTuple
 
@@ -30,67 +31,188 @@ __all__ = ["enable_check_numerics", "disable_check_numerics", "log", "enable_gra
 class _NumericsObserver:
     """Sees every op (forward and gradient) and raises at the first NaN or Inf it produces.
 
+    Forward, the message names the user's line that called the op. In a gradient computation
+    it names the record being differentiated (the forward op the NaN belongs to): its op type,
+    the user's line that called it (noted at forward time by the call-site observer, which is
+    on while this mode is), summaries of its cotangents, inputs and outputs, and a path of ops
+    from the loss to it. It is the core's ``gradient_numerics`` extension point: while ``on``,
+    the reverse pass hands it each record's cotangents before the gradient function runs and
+    the gradients it returned after (ones computed without tapegrad ops are checked there).
+
     Inside ``tg.function`` the values are symbolic: the check is compiled into the program as
-    a host callback (``jax.debug.callback``) that raises when the op runs; JAX reports it as a
-    ``JaxRuntimeError`` carrying the same message."""
+    a host callback (``jax.debug.callback``) that raises when the op runs, its text fixed at
+    trace time and its summaries computed from the arrays the callback is given; JAX reports
+    it as a ``JaxRuntimeError`` that ``tg.function`` turns back into ``NumericsError``."""
 
     _observer = True
     _differentiates = False
 
+    def __init__(self):
+        self.on = False
+        self._local = threading.local()  # .now: (record, its cotangents); .path: a cache
+
+    def __call__(self, op, cotangents):
+        """The reverse pass, before the gradient function of record ``op`` runs."""
+        self._local.now = (op, cotangents)
+
     def observe(self, opdef, args, attrs, outs):
-        op_type = opdef.type
-        jax = config.loaded_jax()
         for k, out in enumerate(outs):
-            v = out._value
-            if not _backend.is_floating(v.dtype):
-                continue
-            message = functools.partial(_message, op_type, k, _phase(), _shapes(args))
-            if jax is not None and isinstance(v, jax.core.Tracer):
-                jax.debug.callback(functools.partial(_check, message), v)
-            else:
-                _check(message, v)
+            self._watch(out._value, functools.partial(
+                _head, f"op type {opdef.type!r} produced", f"in output {k}", _shapes(args)))
+
+    def returned(self, fn, op, gs):
+        """The reverse pass, after the gradient function ``fn`` of record ``op`` returned
+        ``gs`` (a Tensor, raw array or None, or a list, tuple or dict of them)."""
+        items = gs.items() if isinstance(gs, dict) else enumerate(
+            gs if isinstance(gs, (list, tuple)) else (gs,))
+        for k, g in items:
+            self._watch(getattr(g, "_value", g), functools.partial(
+                _head, f"the gradient function {describe_fn(fn)} returned", f"for input {k!r}",
+                None), op)
+
+    def _watch(self, v, head, record=None):
+        if not hasattr(v, "dtype") or not _backend.is_floating(v.dtype):
+            return
+        jax = config.loaded_jax()
+        if jax is not None and isinstance(v, jax.core.Tracer):
+            parts, values = self._describe(head, record)
+            jax.debug.callback(functools.partial(_check, parts), v, *values)
+        elif not _finite(v):
+            parts, values = self._describe(head, record)
+            _check(parts, v, *values)
+
+    def _describe(self, head, record=None):
+        """``(parts, values)``: the message's fixed text and the arrays of its summaries (the
+        record's cotangents, inputs and outputs)."""
+        tape, op = _records.backward_state()
+        if tape is None:
+            return (head, "in the forward computation",
+                    f"  called at {_user_line(sys._getframe(1))}", ()), ()
+        record = record or op
+        if record is None:
+            return (head, "in the gradient computation", "", ()), ()
+        now = getattr(self._local, "now", None)
+        cots = now[1] if now is not None and now[0] is record else None
+        labels, values = [], []
+        if cots is None:
+            labels.append(("cotangents: not known (a nested gradient computation ran since)",
+                           False))
+        for role, ts in ((lambda k: f"cotangent {k}", cots or ()),
+                         (lambda k: f"input {k} {record._opdef.param_name(k)!r}", record.inputs),
+                         (lambda k: f"output {k}", record.outputs)):
+            for k, t in enumerate(ts):
+                if isinstance(t, Tensor):
+                    labels.append((role(k), True))
+                    values.append(t._value)
+                elif isinstance(t, Dropped):
+                    labels.append((f"{role(k)}: shape {tuple(t.shape)} "
+                                   f"{_backend.np_dtype(t.dtype)}, not kept by the record",
+                                   False))
+        line = _SITES.sites.get(record._out_ids[0]) if record._out_ids else None
+        text = (f"  forward op: {record.type!r} (whose gradient this is), called at "
+                f"{line or _UNNOTED}\n"
+                f"  path from the loss: {self._path(tape, record)}")
+        phase = f"in the gradient of op type {record.type!r} (while differentiating it)"
+        return (head, phase, text, tuple(labels)), tuple(values)
+
+    def _path(self, tape, record, most=8) -> str:
+        """``"Sum (f.py:9) <- Mul (f.py:8) <- Sqrt (f.py:7)"``: from an op whose outputs no op
+        of the pass reads (the loss) to ``record``, through the last reader of each."""
+        reach = _records._state.reach
+        cache = getattr(self._local, "path", None)
+        if cache is None or cache[:3] != (tape, reach, len(tape._ops)):
+            readers = {}  # tensor id -> the last record of the pass that reads it
+            for o in tape._ops:
+                if not reach.isdisjoint(o._out_ids):
+                    for i in o._in_ids:
+                        readers[i] = o
+            cache = self._local.path = (tape, reach, len(tape._ops), readers)
+        readers = cache[3]
+        path, o = [record], record
+        while len(path) <= len(tape._ops):
+            nxt = [readers[i] for i in o._out_ids if i in readers]
+            if not nxt:
+                break
+            o = max(nxt, key=lambda r: r._out_ids[0])
+            path.append(o)
+        names = [f"{o.type} ({_short(_SITES.sites.get(o._out_ids[0]))})" for o in path[::-1]]
+        if len(names) > most:
+            names = [*names[:3], f"... {len(names) - most + 1} more", *names[-(most - 4):]]
+        return " <- ".join(names)
 
 
-def _check(message, v):
+_UNNOTED = ("? (not noted: the op ran before check-numerics mode was on, or in a replay of a "
+            "control-flow body for its gradient, which observers do not see)")
+
+
+def _finite(v) -> bool:
     xp = _backend.namespace(v)
-    if not bool(xp.all(xp.isfinite(v))):
-        raise NumericsError(message("NaN" if bool(xp.any(xp.isnan(v))) else "Inf"))
+    return bool(xp.all(xp.isfinite(v)))
 
 
-def _phase() -> str:
-    tape, op = _records.backward_state()
-    if tape is None:
-        return "in the forward computation"
-    if op is None:
-        return "in the gradient computation"
-    return f"in the gradient of op type {op.type!r} (while differentiating it)"
+def _check(parts, v, *values):
+    """Raise NumericsError if ``v`` has a NaN or Inf; ``parts`` (from ``_describe``) and
+    ``values`` (the arrays its labels summarize) make the message."""
+    if _finite(v):
+        return
+    xp = _backend.namespace(v)
+    head, phase, text, labels = parts
+    lines = [head("NaN" if bool(xp.any(xp.isnan(v))) else "Inf", phase)]
+    if text:
+        lines.append(text)
+    values = iter(values)
+    lines += [f"  {label}: {_summary(next(values))}" if has_value else f"  {label}"
+              for label, has_value in labels]
+    lines.append("  Disable with tg.debugging.disable_check_numerics()")
+    raise NumericsError("\n".join(lines))
+
+
+def _summary(v) -> str:
+    """``"shape (2,) float64, min 0, max 2, 1 non-finite"`` (min and max of the finite
+    values; of their magnitudes for complex ones)."""
+    a = _backend.to_numpy(v)
+    bad = ~np.isfinite(a)
+    ok = np.abs(a[~bad]) if a.dtype.kind == "c" else a[~bad]
+    span = f", min {ok.min():.6g}, max {ok.max():.6g}" if ok.size else ""
+    return f"shape {tuple(a.shape)} {a.dtype}{span}, {int(bad.sum())} non-finite"
 
 
 def _shapes(args) -> str:
     return ", ".join(str(tuple(a.shape)) if hasattr(a, "shape") else repr(a) for a in args)
 
 
-def _message(op_type, k, phase, shapes, what) -> str:
-    return (f"check_numerics: op type {op_type!r} produced {what} in output {k} {phase}; its "
-            f"inputs have shapes [{shapes}]. Disable with tg.debugging.disable_check_numerics()")
+def _head(what_did, where, shapes, what, phase) -> str:
+    inputs = "" if shapes is None else f"; its inputs have shapes [{shapes}]"
+    return f"check_numerics: {what_did} {what} {where} {phase}{inputs}."
 
 
 _OBSERVER = _NumericsObserver()
+_structural.extend(gradient_numerics=_OBSERVER)
 
 
 def enable_check_numerics() -> None:
     """Raise :class:`~tapegrad.errors.NumericsError` at the first NaN or Inf produced by any op.
 
     Checks every forward and gradient computation (in this thread and threads started later),
-    naming the op type, whether it was forward or gradient, and the input shapes. Costs one
-    reduction per op; off by default.
+    naming the op type, whether it was forward or gradient, the input shapes and the user's
+    ``file:line`` that called the op. In a gradient computation it also names the forward op
+    the NaN belongs to (the record whose gradient function made it: its op type and the
+    user's line that called it, noted from now on, as :func:`enable_memory_report` notes
+    them), summaries of that record's cotangents, inputs and outputs (shape, dtype, min, max,
+    count of non-finite values) and a path of ops from the loss to it. Eagerly and inside
+    ``tg.function`` (a host callback in the program). Costs one reduction per op and a walk up
+    the Python stack per op; off by default, and off it costs nothing.
     """
+    _note_sites("numerics", True)
     _records.add_observer(_OBSERVER)
+    _OBSERVER.on = True
 
 
 def disable_check_numerics() -> None:
     """Turn check-numerics mode off again."""
+    _OBSERVER.on = False
     _records.remove_observer(_OBSERVER)
+    _note_sites("numerics", False)
 
 
 def log(name: str, value) -> None:
@@ -125,15 +247,16 @@ def _user_line(frame) -> str | None:
 
 
 class _SiteObserver:
-    """Notes, while the memory-report mode is on, the user's line that ran each op, by the id of
-    its first output (the last ``_SITE_LIMIT`` ops). Off, it is not on the trace stack and costs
-    nothing."""
+    """Notes, while the memory-report or check-numerics mode is on, the user's line that ran
+    each op, by the id of its first output (the last ``_SITE_LIMIT`` ops). Off, it is not on
+    the trace stack and costs nothing."""
 
     _observer = True
     _differentiates = False
 
     def __init__(self):
         self.sites = {}
+        self.users = set()  # the modes that need it: "memory", "numerics"
 
     def observe(self, opdef, args, attrs, outs):
         if outs:
@@ -146,18 +269,30 @@ class _SiteObserver:
 _SITES = _SiteObserver()
 
 
+def _note_sites(user, on) -> None:
+    """Note call sites while some mode (``user``) needs them; forget them when none does."""
+    if on:
+        _SITES.users.add(user)
+        _records.add_observer(_SITES)
+    else:
+        _SITES.users.discard(user)
+        if not _SITES.users:
+            _records.remove_observer(_SITES)
+            _SITES.sites.clear()
+
+
 def enable_memory_report() -> None:
     """Note the user's ``file:line`` of every op from now on (in every thread), so that
     :func:`memory_report` and ``GradientTape.memory_report`` name the line that ran each
     recorded op. Costs one walk up the Python stack per op while on; off by default (without
     it a report's ``line`` is ``None``). :func:`saved_residuals` turns it on for its own run."""
-    _records.add_observer(_SITES)
+    _note_sites("memory", True)
 
 
 def disable_memory_report() -> None:
-    """Stop noting call sites, and forget those noted."""
-    _records.remove_observer(_SITES)
-    _SITES.sites.clear()
+    """Stop noting call sites, and forget those noted (unless check-numerics mode, which notes
+    them too, is on)."""
+    _note_sites("memory", False)
 
 
 class KeptTensor(NamedTuple):
@@ -367,7 +502,7 @@ def saved_residuals(f, *args, **kwargs) -> MemoryReport:
     if not callable(f):
         raise TypeError(f"saved_residuals: expected a function to call on the arguments, got "
                         f"{type(f).__name__}")
-    on = _SITES in _records.trace_entries()
+    on = "memory" in _SITES.users
     if not on:
         enable_memory_report()
     try:
