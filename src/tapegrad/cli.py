@@ -22,7 +22,7 @@ run eagerly so that every rule sees concrete values): each user-defined gradient
 real call, no samples needed. One line per rule checked: ``PASS`` or ``FAIL`` with the check's
 message. ``main`` is called as ``main(**CHECK_ARGS)`` when the module defines a dict
 ``CHECK_ARGS`` (a short run: few steps, no files written), else with no argument (``argv=[]``
-when it takes ``argv``); its printed output is shown with ``--verbose`` only. An op without
+when it takes ``argv``); what it prints is shown with ``--verbose`` only. An op without
 samples passes or fails by the checks of its rule in ``main``; it fails when it has no
 samples and ``main`` did not run its gradient. Exit status: 0 if every op and rule passes, 1
 if one fails (or ``main`` raised), 2 for a usage error (no such file or module, an error while
@@ -198,7 +198,7 @@ def _check_one(kind, name, fn, samples, order, seed, verbose):
 def _run_main(module, rules):
     """Run ``module.main`` once with the self-checks on; ``(seconds, log, error, printed)``:
     ``log`` the checks' ``(rule, op type, message or None)``, ``error`` the traceback of what
-    ``main`` raised (or None), ``printed`` its standard output."""
+    ``main`` raised (or None), ``printed`` what it wrote to standard output and error."""
     fn = module.main
     kwargs = getattr(module, "CHECK_ARGS", None)
     if kwargs is None:
@@ -217,7 +217,8 @@ def _run_main(module, rules):
         checks.log = log
         tg.config.run_functions_eagerly(True)  # compiled rules run on tracers: not checked
         with tg.debugging.gradient_checks(calls=1, action="warn", rules=rules), \
-                warnings.catch_warnings(), contextlib.redirect_stdout(printed):
+                warnings.catch_warnings(), contextlib.redirect_stdout(printed), \
+                contextlib.redirect_stderr(printed):
             warnings.simplefilter("ignore", tg.errors.GradientCheckWarning)
             fn(**kwargs)
     except (Exception, SystemExit):  # noqa: BLE001 - reported as a failure of main()
