@@ -15,7 +15,7 @@ the upstream gradient, equal to the derivative of its forward). One line per op:
 declared surrogate gradient, reported, not failed).
 
 Then, unless ``--no-main``, if the module has a function ``main``, it is run once with the
-self-checks of :func:`tapegrad.debugging.gradient_checks` on (``calls=1``, ``tg.function``\ s
+self-checks of :func:`tapegrad.debugging.gradient_checks` on (``calls=1``, ``tg.function`` calls
 run eagerly so that every rule sees concrete values): each user-defined gradient rule
 (``custom_gradient`` functions, also nested ones, ``RegisterGradient``, ``RegisterJVP``;
 ``--rules all``: tapegrad's own too) is checked the first time it runs, on the inputs of that
