@@ -119,6 +119,10 @@ def _objective(x, psf, observed, lam):
     return 0.5 * tg.sum(residual * residual) + 0.5 * lam * (tg.sum(dx * dx) + tg.sum(dy * dy))
 
 
+# a short run of main() for ``python -m tapegrad check`` (its self-checks need one step)
+CHECK_ARGS = {"steps": 3, "size": 64}
+
+
 def main(steps=400, noise=0.002, lam=1e-3, seed=0, out=None, size=192):
     """Blur, add noise, recover; print and return the PSNRs (dB).
 

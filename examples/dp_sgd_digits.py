@@ -65,6 +65,10 @@ def load_data(seed=0):
                             stratify=digits.target)
 
 
+# a short run of main() for ``python -m tapegrad check``
+CHECK_ARGS = {"epochs": 1}
+
+
 def main(epochs=15, batch=64, seed=0, eager=False):
     """Train with DP-SGD; returns ``{"accuracy", "per_example_max_error", "clipped_norms"}``."""
     x_train, x_test, y_train, y_test = load_data(seed)

@@ -266,6 +266,11 @@ WHY = ("Why not recover the initial flow from the flow N steps later? Advection 
        "well-posed however long the record.")
 
 
+# a short run of main() for ``python -m tapegrad check``: a small grid, a few steps, no picture
+CHECK_ARGS = {"argv": ["--grid", "16", "--steps", "4", "--every", "2", "--iterations", "1",
+                       "--eager", "--out", ""]}
+
+
 def main(argv=None):
     """Run the inverse problem; returns ``{"losses", "error", "theta", "recovered",
     "compile_seconds", "step_seconds", "peak_rss_mb"}``: the loss at every Adam step, the

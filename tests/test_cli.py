@@ -159,3 +159,91 @@ def test_order_below_one_is_a_usage_error(capsys):
 
     assert cli.main(["check", "anything.py", "--order", "0"]) == 2
     assert "error: --order must be >= 1, got 0" in capsys.readouterr().err
+
+
+SELF_CHECKED = '''
+import tapegrad as tg
+
+@tg.custom_gradient
+def square(x):  # no samples: checked by main()
+    def grad(dy):
+        return FACTOR * x * dy
+    return x * x, grad
+
+@tg.custom_gradient
+def never_called(x):
+    return x, lambda dy: dy
+
+def main():
+    x = tg.Variable([0.5, -1.0, 2.0])
+    with tg.GradientTape() as tape:
+        y = tg.sum(square(x))
+    print("gradient", tape.gradient(y, x).numpy())
+'''
+
+
+def test_check_runs_main_and_self_checks_a_rule_without_samples(tmp_path):
+    wrong = run("check", str(write(tmp_path, "wrong_rule.py",
+                                   "FACTOR = 3.0  # should be 2\n" + SELF_CHECKED)))
+    assert wrong.returncode == 1
+    lines = wrong.stdout.splitlines()
+    assert lines[0].endswith("2 ops, then main() with the self-checks")
+    assert lines[1].startswith("main()    ran in ") and lines[1].endswith(
+        "1 user-defined rule self-checked on the inputs of its calls")
+    assert "gradient [" not in wrong.stdout  # what main() prints is shown with -v only
+    fail = next(k for k, ln in enumerate(lines) if ln.startswith("FAIL      square  "))
+    assert "no samples; its rule square.<locals>.grad (" in lines[fail]
+    assert "wrong_rule.py:7) self-checked in main()" in lines[fail]
+    message = lines[fail + 1].strip()
+    assert message.startswith("gradient check: the gradient of op type 'CustomGradient:square'"
+                              " (its gradient square.<locals>.grad")
+    assert "disagrees with a central difference of the forward at input 0 'x'" in message
+    # <g(dy), v> with g = 3 x dy against the central difference of x * x, 2 x dy: a ratio 1.5
+    lhs = float(message.split("<g(dy), v> = ")[1].split()[0])
+    rhs = float(message.split("(2h)> = ")[1].split()[0])
+    assert lhs / rhs == pytest.approx(1.5, rel=1e-6)
+    assert any(ln.startswith("FAIL      never_called  ") and ln.endswith(
+        "no samples, and main() did not run its gradient — declare them with "
+        "@tg.test.samples(tg.Sample(...)) above @tg.custom_gradient, or call it in main()")
+        for ln in lines)
+    assert lines[-1] == "result: 0 passed, 2 failed"
+
+    right = run("check", str(write(tmp_path, "right_rule.py",
+                                   "FACTOR = 2.0\n" + SELF_CHECKED)), "-v", "--no-main")
+    assert right.returncode == 1  # --no-main: no samples, nothing checks them
+    fixed = SELF_CHECKED.replace("y = tg.sum(square(x))",
+                                 "y = tg.sum(square(x) + never_called(x))")
+    right = run("check", str(write(tmp_path, "right_rule.py", "FACTOR = 2.0\n" + fixed)), "-v")
+    assert right.returncode == 0, right.stdout + right.stderr
+    lines = right.stdout.splitlines()
+    assert any(ln.startswith("PASS      square  ")
+               and ln.endswith("self-checked in main(): passed") for ln in lines)
+    assert any(ln.startswith("PASS      never_called  ") for ln in lines)
+    assert "main() printed:" in lines and "gradient [ 2. -1.  5.]" in lines  # 2 x + 1
+    assert lines[-1] == "result: 2 passed, 0 failed"
+
+
+def test_check_reports_main_raising_and_a_bad_check_args(tmp_path):
+    raising = run("check", str(write(tmp_path, "raising.py", SELF_CHECKED.replace(
+        'print("gradient"', 'raise ValueError("boom"); print("gradient"'))))
+    assert raising.returncode == 1
+    assert any(ln.startswith("FAIL      main(): raised after ") for ln in
+               raising.stdout.splitlines())
+    assert "ValueError: boom" in raising.stdout
+    bad = run("check", str(write(tmp_path, "badargs.py", "CHECK_ARGS = ['--quick']\n"
+                                 "def main(argv=None):\n    pass\n")))
+    assert bad.returncode == 2
+    assert ("badargs.CHECK_ARGS is a list; it must be a dict of keyword arguments for main() "
+            "(a short run)") in bad.stderr
+
+
+def test_check_runs_a_shipped_example_with_its_short_run():
+    path = os.path.join(os.path.dirname(SRC), "examples", "navier_stokes.py")
+    result = run("check", path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"tapegrad check {path} (order 2, seed 0): 0 ops, then main() with the " \
+                       "self-checks"
+    assert lines[2].startswith("PASS      rule of CustomGradient:spectral: "
+                               "spectral_operator.<locals>.apply (")
+    assert lines[-1] == "result: 1 passed, 0 failed"

@@ -166,7 +166,10 @@ def test_tapegrad_check_passes_the_deconvolution_example_and_fails_a_broken_copy
     broken.write_text(source.replace("return correlate2d(dy, psf), correlate2d(dy, image)", wrong))
     bad = check(broken)
     assert bad.returncode == 1, bad.stdout + bad.stderr
-    assert "FAIL      Deconv2D" in bad.stdout and "result: 1 passed, 1 failed" in bad.stdout
+    assert "FAIL      Deconv2D" in bad.stdout and "result: 1 passed, 2 failed" in bad.stdout
+    # main()'s short run (CHECK_ARGS) self-checks the rule on its real inputs too
+    assert "FAIL      rule of Deconv2D: _deconv2d_grad (" in bad.stdout
+    assert "disagrees with a central difference of the forward at input 0 'image'" in bad.stdout
 
 
 def test_navier_stokes_spectral_step_is_self_adjoint_and_divergence_free():

@@ -1,7 +1,8 @@
 """``python -m tapegrad``: gradient-check the ops a module defines, list the op registry.
 
-``python -m tapegrad check PATH_OR_MODULE [--order N] [--seed N] [--verbose]`` imports a file
-(a path) or a module (a dotted name) and checks every op it defines on its declared samples:
+``python -m tapegrad check PATH_OR_MODULE [--order N] [--seed N] [--verbose] [--no-main]
+[--rules {user,all}]`` imports a file (a path) or a module (a dotted name) and checks every op
+it defines on its declared samples:
 
 * each primitive whose forward is defined in it (``tg.primitive(..., samples=[...])``);
 * each module-level ``custom_gradient`` function defined in it, with the samples declared by
@@ -11,9 +12,21 @@ Each sample runs :func:`tapegrad.test.check_gradients` (orders 1 to ``--order``,
 checks each custom gradient's contract: one gradient per input of the right shape, linear in
 the upstream gradient, equal to the derivative of its forward). One line per op: ``PASS``,
 ``FAIL`` (with the worst element; ``--verbose`` prints the whole report) or ``SURROGATE`` (a
-declared surrogate gradient, reported, not failed). An op without samples fails. Exit status:
-0 if every op passes, 1 if one fails, 2 for a usage error (no such file or module, an error
-while importing it, no op defined in it).
+declared surrogate gradient, reported, not failed).
+
+Then, unless ``--no-main``, if the module has a function ``main``, it is run once with the
+self-checks of :func:`tapegrad.debugging.gradient_checks` on (``calls=1``, ``tg.function`` calls
+run eagerly so that every rule sees concrete values): each user-defined gradient rule
+(``custom_gradient`` functions, also nested ones, ``RegisterGradient``, ``RegisterJVP``;
+``--rules all``: tapegrad's own too) is checked the first time it runs, on the inputs of that
+real call, no samples needed. One line per rule checked: ``PASS`` or ``FAIL`` with the check's
+message. ``main`` is called as ``main(**CHECK_ARGS)`` when the module defines a dict
+``CHECK_ARGS`` (a short run: few steps, no files written), else with no argument (``argv=[]``
+when it takes ``argv``); what it prints is shown with ``--verbose`` only. An op without
+samples passes or fails by the checks of its rule in ``main``; it fails when it has no
+samples and ``main`` did not run its gradient. Exit status: 0 if every op and rule passes, 1
+if one fails (or ``main`` raised), 2 for a usage error (no such file or module, an error while
+importing it, no op and no ``main`` in it).
 
 ``python -m tapegrad ops`` lists the registry: op type, gradient function, JVP rule, where
 the forward is defined (``module:line``). ``python -m tapegrad --version`` prints the version.
@@ -21,11 +34,14 @@ the forward is defined (``module:line``). ``python -m tapegrad --version`` print
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.util
 import inspect
+import io
 import os
 import sys
+import time
 import traceback
 import warnings
 import zlib
@@ -33,6 +49,7 @@ import zlib
 import numpy as np
 
 import tapegrad as tg
+from tapegrad.errors import describe_fn
 
 _DECLARE = {"primitive": "@tg.primitive({name!r}, samples=[tg.Sample(...)])",
             "custom_gradient": "@tg.test.samples(tg.Sample(...)) above @tg.custom_gradient"}
@@ -178,28 +195,107 @@ def _check_one(kind, name, fn, samples, order, seed, verbose):
     return status, lines
 
 
+def _run_main(module, rules):
+    """Run ``module.main`` once with the self-checks on; ``(seconds, log, error, printed)``:
+    ``log`` the checks' ``(rule, op type, message or None)``, ``error`` the traceback of what
+    ``main`` raised (or None), ``printed`` what it wrote to standard output and error."""
+    fn = module.main
+    kwargs = getattr(module, "CHECK_ARGS", None)
+    if kwargs is None:
+        try:
+            takes_argv = "argv" in inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            takes_argv = False
+        kwargs = {"argv": []} if takes_argv else {}
+    elif not isinstance(kwargs, dict):
+        raise UsageError(f"{module.__name__}.CHECK_ARGS is a {type(kwargs).__name__}; it must "
+                         "be a dict of keyword arguments for main() (a short run)")
+    checks, log, printed = tg.debugging._CHECKS, [], io.StringIO()
+    eager, error = tg.config.functions_run_eagerly(), None
+    start = time.perf_counter()
+    try:
+        checks.log = log
+        tg.config.run_functions_eagerly(True)  # compiled rules run on tracers: not checked
+        with tg.debugging.gradient_checks(calls=1, action="warn", rules=rules), \
+                warnings.catch_warnings(), contextlib.redirect_stdout(printed), \
+                contextlib.redirect_stderr(printed):
+            warnings.simplefilter("ignore", tg.errors.GradientCheckWarning)
+            fn(**kwargs)
+    except (Exception, SystemExit):  # noqa: BLE001 - reported as a failure of main()
+        error = traceback.format_exc().rstrip()
+    finally:
+        checks.log = None
+        tg.config.run_functions_eagerly(eager)
+    return time.perf_counter() - start, log, error, printed.getvalue()
+
+
+def _print(status, head, lines):
+    print(f"{status:<9} {head}: {lines[0]}")
+    for line in lines[1:]:
+        print(f"            {line}")
+
+
 def _check(args) -> int:
     if args.order < 1:
         raise UsageError(f"--order must be >= 1, got {args.order}")
     module = _import(args.target)
     ops = _ops_of(module)
-    if not ops:
+    run_main = not args.no_main and callable(getattr(module, "main", None))
+    if not ops and not run_main:
         raise UsageError(f"{args.target!r} defines no primitive and no module-level "
-                         "custom_gradient function: nothing to check")
+                         "custom_gradient function, and no main() to run with the self-checks: "
+                         "nothing to check")
     print(f"tapegrad check {args.target} (order {args.order}, seed {args.seed}): "
-          f"{len(ops)} op{'s' if len(ops) > 1 else ''}")
+          f"{len(ops)} op{'' if len(ops) == 1 else 's'}"
+          + (", then main() with the self-checks" if run_main else ""))
     counts = dict.fromkeys(["PASS", "SURROGATE", "FAIL", "SKIP"], 0)
+    later = []  # ops without samples, checked by main()
     for kind, name, fn, samples, differentiable in ops:
         head = f"{name}  [{kind}, {_where(fn)}]"
-        if differentiable:
+        if not differentiable:
+            status, lines = "SKIP", ["declared without a gradient (tg.no_gradient)"]
+        elif not samples and run_main:
+            later.append((kind, name, head))
+            continue
+        else:
             status, lines = _check_one(kind, name, fn, samples, args.order, args.seed,
                                        args.verbose)
-        else:
-            status, lines = "SKIP", ["declared without a gradient (tg.no_gradient)"]
         counts[status] += 1
-        print(f"{status:<9} {head}: {lines[0]}")
-        for line in lines[1:]:
-            print(f"            {line}")
+        _print(status, head, lines)
+    if run_main:
+        seconds, log, error, printed = _run_main(module, args.rules)
+        rules = "user-defined rule" if args.rules == "user" else "rule"
+        n = len(log)
+        note = (f"ran in {seconds:.2f} s; {n} {rules}{'' if n == 1 else 's'} self-checked on "
+                "the inputs of its calls")
+        if error is not None:
+            counts["FAIL"] += 1
+            _print("FAIL", "main()", [f"raised after {seconds:.1f} s; {n} rule(s) checked",
+                                      *error.splitlines()[-1 if not args.verbose else 0:]])
+        else:
+            print(f"{'main()':<9} {note}" + ("" if n or args.rules == "all" else
+                                              " (--rules all checks tapegrad's own)"))
+        if args.verbose and printed:
+            print("main() printed:\n" + printed.rstrip())
+        for kind, name, head in later:
+            mine = [e for e in log if e[1] in (name, f"CustomGradient:{name}")]
+            log = [e for e in log if e not in mine]
+            failed = [e[2] for e in mine if e[2] is not None]
+            if not mine:
+                status, lines = "FAIL", [
+                    "no samples, and main() did not run its gradient — declare them with "
+                    f"{_DECLARE[kind].format(name=name)}, or call it in main()"]
+            else:
+                status = "FAIL" if failed else "PASS"
+                lines = [f"no samples; its rule {describe_fn(mine[0][0])} self-checked in "
+                         f"main(){'' if failed else ': passed'}", *failed]
+            counts[status] += 1
+            _print(status, head, lines)
+        for rule, op_type, problem in log:
+            status = "PASS" if problem is None else "FAIL"
+            counts[status] += 1
+            _print(status, f"rule of {op_type}", [describe_fn(rule)]
+                   + ([] if problem is None else [problem]))
     results = [("passed", counts["PASS"]),
                ("passed with declared surrogate gradients", counts["SURROGATE"]),
                ("failed", counts["FAIL"]), ("skipped", counts["SKIP"])]
@@ -246,7 +342,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"tapegrad {tg.__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="{check,ops}")
     check = sub.add_parser("check", help="gradient-check every primitive and custom_gradient "
-                                         "function a file or module defines, on its samples")
+                                         "function a file or module defines, on its samples, "
+                                         "and self-check the rules its main() runs")
     check.add_argument("target", metavar="PATH_OR_MODULE",
                        help="a .py file, or a dotted module name")
     check.add_argument("--order", type=int, default=2,
@@ -255,6 +352,11 @@ def parser() -> argparse.ArgumentParser:
                                                            "directions (default 0)")
     check.add_argument("-v", "--verbose", action="store_true",
                        help="print the whole report of a failure")
+    check.add_argument("--no-main", action="store_true",
+                       help="do not run the module's main() with the self-checks")
+    check.add_argument("--rules", choices=("user", "all"), default="user",
+                       help="rules self-checked while main() runs: 'user' (defined outside "
+                            "tapegrad, the default) or 'all' (tapegrad's own too)")
     check.set_defaults(run=_check)
     ops = sub.add_parser("ops", help="list the registered op types")
     ops.set_defaults(run=_ops)

@@ -565,6 +565,7 @@ class _GradientChecks:
         self.calls, self.action, self.rules = 1, "raise", "user"
         self.counts = {}  # rule (its code object) -> times checked
         self.busy = False  # a check is running: the rule's own calls inside it are not checked
+        self.log = None  # or a list of (rule, op type, message or None), one per check: the CLI's
 
     def __call__(self, fn, op):
         """The reverse pass, before ``fn(op, ...)`` runs: check ``fn`` if it is a user rule."""
@@ -586,8 +587,14 @@ class _GradientChecks:
         try:
             with _records.trace_stack([]):
                 problem = _check_rule(fn, op, self.rtol, self.atol)
+        except Exception as exc:  # the rule itself raised: noted, then raised as without checks
+            if self.log is not None:
+                self.log.append((fn, op.type, f"the check raised {type(exc).__name__}: {exc}"))
+            raise
         finally:
             self.busy = False
+        if self.log is not None:
+            self.log.append((fn, op.type, problem))
         if problem is None:
             return
         if self.action == "warn":

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+import tempfile
 import time
 
 import numpy as np
@@ -268,6 +269,11 @@ def explain_step(params, x, onehot, path) -> pathlib.Path:
         return path
     print(f"picture of one training step saved to {path}")
     return path
+
+
+# a short run of main() for ``python -m tapegrad check`` (the loss curve to a temporary file)
+CHECK_ARGS = {"argv": ["--epochs", "1", "--out",
+                       str(pathlib.Path(tempfile.gettempdir()) / "digits_check_loss.png")]}
 
 
 def main(argv=None) -> dict:

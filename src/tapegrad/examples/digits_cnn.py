@@ -159,6 +159,10 @@ def evaluate(model, x, y) -> float:
     return float(np.mean(np.argmax(logits, axis=-1) == y))
 
 
+# a short run of main() for ``python -m tapegrad check``
+CHECK_ARGS = {"argv": ["--epochs", "2"]}
+
+
 def main(argv=None) -> dict:
     """Command-line entry point; returns ``{"accuracy", "losses", "checkpoint", "seconds"}``."""
     parser = argparse.ArgumentParser(prog="python -m tapegrad.examples.digits_cnn",

@@ -98,6 +98,10 @@ def _peak_rss_bytes():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB; macOS: bytes
 
 
+# a short run of main() for ``python -m tapegrad check``
+CHECK_ARGS = {"argv": ["--rows", "20000", "--chunk-rows", "5000", "--steps", "2"]}
+
+
 def main(argv=None) -> dict:
     """Run the example from the command line; returns :func:`train`'s figures."""
     parser = argparse.ArgumentParser(prog="python -m tapegrad.examples.distributed_regression",
