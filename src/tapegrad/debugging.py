@@ -485,7 +485,11 @@ def enable_gradient_checks(rtol=None, atol=None, calls: int = 1, action: str = "
       jvp(v)>`` against the same central difference and ``<g(dy), v>`` (the dot-product test).
 
     ``<a, b>`` is ``Re(sum(a * conj(b)))`` (complex values as real pairs, tapegrad's
-    convention). Cost per checked call: 3 calls of the rule, 2 of the forward (2 more per input
+    convention). An op type declared with ``primitive(hermitian=...)`` (``eigh``, whose
+    gradient is the symmetric one) is perturbed along symmetric (Hermitian) ``v`` at those
+    inputs; one declared with ``primitive(gauge=...)`` (complex ``svd``, ``eigh``: singular
+    vectors and eigenvectors defined up to phases) gets only gauge-invariant cotangents.
+    Cost per checked call: 3 calls of the rule, 2 of the forward (2 more per input
     only when a check fails), one of the JVP rule. Off (the default), the reverse pass tests
     one flag per ``gradient`` call and nothing else.
 
@@ -620,8 +624,16 @@ def _check_rule(fn, op, rtol, atol):
         gs = view.gradient(*cotangent(us), needed=pos)
         return {k: np.zeros(inputs[k].shape) if gs[k] is None else _numpy(gs[k]) for k in pos}
 
-    u1 = {j: _random(rng, tuple(outputs[j].shape), zero[j].dtype) for j in outs}
-    u2 = {j: _random(rng, tuple(outputs[j].shape), zero[j].dtype) for j in outs}
+    gauge = op._opdef.gauge  # outputs defined up to a gauge: gauge-invariant cotangents only
+
+    def draw():
+        u = {j: _random(rng, tuple(outputs[j].shape), zero[j].dtype) for j in outs}
+        if gauge is None:
+            return u
+        us = gauge(view, cotangent(u))
+        return {j: _numpy(us[j]) for j in outs}
+
+    u1, u2 = draw(), draw()
     g1, g2 = grads(u1), grads(u2)
     g3 = grads({j: _A * u1[j] + u2[j] for j in outs})
     for k in pos:  # linearity in the cotangent
@@ -641,6 +653,8 @@ def _check_rule(fn, op, rtol, atol):
                     "as '+ 0.1 * x', is not). " + _SUGGEST)
     v = {k: _random(rng, tuple(inputs[k].shape), _backend.np_dtype(inputs[k]._value.dtype))
          for k in pos}
+    for k in op._opdef.hermitian & set(pos):  # a symmetric gradient: symmetric directions
+        v[k] = (v[k] + np.conj(np.swapaxes(v[k], -1, -2))) / 2
     probe = _Probe(view, inputs, outs, u1, v)
     if probe.fd is None:
         return None  # the forward cannot be replayed: nothing to compare with
