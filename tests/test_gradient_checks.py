@@ -758,9 +758,30 @@ def test_a_surrogate_is_checked_for_linearity_only():
     np.testing.assert_allclose(_grad(straight, _x([0.3, 1.2]))[0].numpy(), [1.0, 1.0])
 
 
-def test_compiled_rules_are_not_checked():
+def test_a_tg_function_first_call_runs_eagerly_and_is_checked():
     f = tg.function(lambda x: tg.grad(lambda z: tg.sum(wrong_factor(z)))(x))
-    np.testing.assert_allclose(np.asarray(f(_x([1.0, 2.0]))), [3.0, 6.0])
+    with pytest.raises(GradientCheckError, match=r"'CustomGradient:wrong_factor' .*disagrees"):
+        f(_x([1.0, 2.0]))
+    assert f.experimental_get_tracing_count() == 0  # the first call ran eagerly
+    np.testing.assert_allclose(np.asarray(f(_x([1.0, 2.0]))), [3.0, 6.0])  # traced: unchecked
+    assert f.experimental_get_tracing_count() == 1
+
+
+def test_a_tg_function_right_rule_first_call_then_compiled():
+    f = tg.function(lambda x: tg.grad(lambda z: tg.sum(right(z)))(x))
+    for _ in range(3):
+        np.testing.assert_allclose(np.asarray(f(_x([1.0, 2.0]))), [2.0, 4.0])
+    assert f.experimental_get_tracing_count() == 1
+    tg.debugging.disable_gradient_checks()
+    g = tg.function(lambda x: tg.grad(lambda z: tg.sum(wrong_factor(z)))(x))
+    np.testing.assert_allclose(np.asarray(g(_x([1.0, 2.0]))), [3.0, 6.0])  # off: compiled
+    assert g.experimental_get_tracing_count() == 1
+
+
+def test_a_tg_function_called_under_a_tape_is_checked_at_its_first_call():
+    f = tg.function(lambda x: wrong_factor(x))
+    with pytest.raises(GradientCheckError, match=r"'CustomGradient:wrong_factor'"):
+        _grad(f, _x([1.0, 2.0]))
 
 
 @pytest.mark.parametrize("kwargs, message", [

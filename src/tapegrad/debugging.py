@@ -9,6 +9,7 @@ import inspect
 import os
 import sys
 import warnings
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -430,6 +431,15 @@ class _GradientChecks:
         self.calls, self.action, self.rules = 1, "raise", "user"
         self.counts = {}  # rule (its code object) -> times checked
         self.busy = False  # a check is running: the rule's own calls inside it are not checked
+        self.functions = weakref.WeakSet()  # the tg.functions whose first call ran eagerly
+
+    def eager_first_call(self, function) -> bool:
+        """``tg.function``, at a call that would trace a program: run it eagerly instead, so
+        the rules it runs are checked on concrete values? True once per function."""
+        if function in self.functions:
+            return False
+        self.functions.add(function)
+        return True
 
     def __call__(self, fn, op):
         """The reverse pass, before ``fn(op, ...)`` runs: check ``fn`` if it is a user rule."""
@@ -503,8 +513,12 @@ def enable_gradient_checks(rtol=None, atol=None, calls: int = 1, action: str = "
         rules: ``"user"`` (rules defined outside tapegrad, and tapegrad's examples) or
             ``"all"``.
 
-    Not checked: rules that run on traced values (inside ``tg.function``; run the function
-    eagerly once, ``tg.config.run_functions_eagerly(True)``, to check them); records whose
+    Inside ``tg.function``: while the checks are on, the first call of each ``tg.function``
+    that would trace a program runs eagerly instead (its Python once, as a trace would; its
+    result the same), so the rules it runs are checked on that call's values; the next call
+    traces and compiles. Not checked: rules that run on traced values (later calls, calls of
+    functions compiled before the checks were turned on: run one eagerly,
+    ``tg.config.run_functions_eagerly(True)``, to check them); records whose
     inputs were dropped (``RegisterGradient(reads="outputs")``: nothing to replay); calls that
     cannot be replayed (``tg.from_jax``). The environment variable
     ``TAPEGRAD_CHECK_GRADIENTS=1`` turns the mode on at import. Raises ``ValueError`` for a bad
@@ -525,7 +539,7 @@ def enable_gradient_checks(rtol=None, atol=None, calls: int = 1, action: str = "
                              "non-negative number")
     c = _CHECKS
     c.rtol, c.atol, c.calls, c.action, c.rules = rtol, atol, calls, action, rules
-    c.counts = {}
+    c.counts, c.functions = {}, weakref.WeakSet()
     c.on = True
 
 
@@ -540,12 +554,12 @@ def gradient_checks(rtol=None, atol=None, calls: int = 1, action: str = "raise",
     """:func:`enable_gradient_checks` within a ``with`` block; the previous settings (on or
     off) are restored at its end. Arguments and errors are ``enable_gradient_checks``'s."""
     c = _CHECKS
-    saved = (c.on, c.rtol, c.atol, c.calls, c.action, c.rules, c.counts)
+    saved = (c.on, c.rtol, c.atol, c.calls, c.action, c.rules, c.counts, c.functions)
     enable_gradient_checks(rtol, atol, calls, action, rules)
     try:
         yield
     finally:
-        c.on, c.rtol, c.atol, c.calls, c.action, c.rules, c.counts = saved
+        c.on, c.rtol, c.atol, c.calls, c.action, c.rules, c.counts, c.functions = saved
 
 
 def _is_user_rule(fn) -> bool:
