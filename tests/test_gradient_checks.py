@@ -703,6 +703,32 @@ def test_no_false_alarm_on_the_registry(dtype, monkeypatch):
     assert flagged == set()  # Eigh, Eigvalsh, Svd: by their declared hermitian= and gauge=
 
 
+@pytest.mark.parametrize("shape", [(4, 3), (3, 5)])
+@pytest.mark.parametrize("kind", ["real", "complex"])
+def test_svd_full_matrices_non_square_is_checked_without_error(shape, kind):
+    # the extra columns of U (rows of Vh) have no gradient (the rule refuses a cotangent
+    # there): Svd's gauge= zeroes the check's random cotangent on them
+    x = rng.uniform(-1, 1, shape) + (1j * rng.uniform(-1, 1, shape) if kind == "complex" else 0)
+    k = min(shape)
+
+    def f(x):
+        u, s, vh = tg.linalg.svd(x)
+        return tg.sum(tg.abs(u[:, :k]) ** 2 * s) + tg.sum(s)  # gauge-invariant
+
+    with tg.debugging.gradient_checks(rules="all"):
+        got = tg.grad(f)(tg.constant(x))
+    want = tg.grad(f)(tg.constant(x))  # unchecked
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-12)
+
+    def f_np(x):
+        u, s, _ = np.linalg.svd(x)
+        return np.sum(np.abs(u[:, :k]) ** 2 * s) + np.sum(s)
+
+    d = rng.uniform(-1, 1, shape) + (1j * rng.uniform(-1, 1, shape) if kind == "complex" else 0)
+    fd = (f_np(x + 1e-6 * d) - f_np(x - 1e-6 * d)) / 2e-6  # <g, d> = Re sum(g conj(d))
+    assert np.real(np.sum(got.numpy() * np.conj(d))) == pytest.approx(fd, rel=1e-6)
+
+
 # ------------------------------------------------------------------------- the switches
 
 def test_off_checks_nothing():
@@ -793,6 +819,18 @@ def test_a_tg_function_called_under_a_tape_is_checked_at_its_first_call():
 def test_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         tg.debugging.enable_gradient_checks(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(hermitian="x"), r"primitive\('GradientChecksBadDecl'\): hermitian must be a tuple "
+                          r"of input positions \(non-negative ints, such as \(0,\)\), got 'x'"),
+    (dict(hermitian=(-1,)), r"hermitian must be a tuple of input positions"),
+    (dict(gauge="phase"), r"primitive\('GradientChecksBadDecl'\): gauge must be None or a "
+                          r"function gauge\(op, cotangents\) -> cotangents, got str"),
+])
+def test_bad_primitive_check_declarations(kwargs, message):
+    with pytest.raises(TypeError, match=message):
+        tg.primitive("GradientChecksBadDecl", **kwargs)
 
 
 def test_environment_variable_turns_the_checks_on():

@@ -249,7 +249,8 @@ def primitive(op_type: str, *, samples=None, real_only: bool = False,
     Raises ``TypeError`` if ``op_type`` is not a non-empty string, ``ValueError`` if it is
     already defined by other code or ``vmap_method`` is not one of the three names; the same
     definition run again (the same function name, file and line: a notebook cell re-run)
-    replaces it with a warning. At call time the op
+    replaces it with a warning; ``TypeError`` if ``hermitian`` is not a tuple of input positions
+    or ``gauge`` is not callable. At call time the op
     raises ``TypeError`` if the forward returns something other than a backend array or a
     tuple of them, or a NumPy array for inputs of another backend, and (``real_only``) for a
     complex input.
@@ -259,6 +260,14 @@ def primitive(op_type: str, *, samples=None, real_only: bool = False,
         raise ValueError(f"primitive({op_type!r}): vmap_method must be one of "
                          f"{', '.join(map(repr, VMAP_METHODS))} (JAX's pure_callback "
                          f"methods), got {vmap_method!r}")
+    hermitian = tuple(hermitian) if isinstance(hermitian, (tuple, list)) else hermitian
+    if not isinstance(hermitian, tuple) or not all(
+            isinstance(k, int) and not isinstance(k, bool) and k >= 0 for k in hermitian):
+        raise TypeError(f"primitive({op_type!r}): hermitian must be a tuple of input positions "
+                        f"(non-negative ints, such as (0,)), got {hermitian!r}")
+    if gauge is not None and not callable(gauge):
+        raise TypeError(f"primitive({op_type!r}): gauge must be None or a function "
+                        f"gauge(op, cotangents) -> cotangents, got {type(gauge).__name__}")
 
     def decorate(forward):
         opdef = _OPS.get(op_type)
