@@ -1,6 +1,53 @@
 """``tg.debugging.enable_gradient_checks``: user-defined gradient rules check themselves at their
 first call. A corpus of wrong rules, each caught on its first call with the message asserted;
-tapegrad's own rules swept without false alarms (but the known, documented ones); the switches."""
+tapegrad's own rules swept without false alarms; the switches.
+
+The corpus (``CORPUS``), and the check that catches each rule at its first call:
+
+     #  wrong rule                                   caught by
+     1  seed 002 Example 2 (+ 0.1*x)                 linearity
+     2  wrong sign                                   VJP vs central difference
+     3  wrong factor                                 VJP vs central difference
+     4  wrong factor, float32                        VJP vs central difference
+     5  transposed matrix                            VJP vs central difference
+     6  missing conjugate (complex)                  VJP vs central difference
+     7  wrong broadcast reduction                    VJP vs central difference
+     8  ifft adjoint without 1/n                     VJP vs central difference
+     9  rfft adjoint doubling the bins               VJP vs central difference
+    10  nonlinear in dy (dy*dy)                      linearity
+    11  wrong gradient of the second input           VJP vs central difference
+    12  None for a connected input                   VJP vs central difference
+    13  wrong second-order rule                      VJP vs central difference
+    14  custom_vjp, wrong bwd                        VJP vs central difference
+    15  custom_jvp, wrong JVP rule                   VJP vs central difference
+    16  RegisterGradient, wrong                      VJP vs central difference
+    17  RegisterJVP disagreeing with the VJP         JVP vs VJP
+    18  gradient_override_map to a wrong rule        VJP vs central difference
+    19  rfft adjoint halving the edge bins too       VJP vs central difference
+    20  irfft adjoint not doubling the inner bins    VJP vs central difference
+    21  fft2 adjoint over the wrong axes             VJP vs central difference
+    22  ifft adjoint without the conjugate           VJP vs central difference
+    23  fft: transpose, not adjoint                  VJP vs central difference
+    24  ifft2 scaled by one axis's length            VJP vs central difference
+    25  broadcast reduced over the wrong axis        VJP vs central difference
+    26  complex cast, wrong gradient                 VJP vs central difference
+    27  batched matmul missing a transpose           VJP vs central difference
+    28  softmax missing the subtraction              VJP vs central difference
+    29  stable logsumexp off by the shift            VJP vs central difference
+    30  cumsum gradient not reversed                 VJP vs central difference
+    31  inverse missing the minus sign               VJP vs central difference
+    32  two outputs, cotangents swapped              VJP vs central difference
+    33  custom_vjp, transposed matrix                VJP vs central difference
+    34  cotangent clipped (nonlinear)                linearity
+    35  RegisterJVP with a transposed matrix         JVP vs VJP
+    36  svd (complex): singular vectors dropped      VJP vs central difference
+    37  eigvalsh (complex): missing conjugate        VJP vs central difference
+
+FFT adjoints as in autograd#185, jax#6223, Zygote#1158 (8, 9, 19-24); the right rules of 19-31
+pass and agree with tapegrad's built-in gradients (``RIGHT``). 36 and 37 are built-in op types
+whose check keeps to gauge-invariant cotangents and Hermitian directions
+(``primitive(gauge=, hermitian=)``): a wrong rule is still caught there.
+"""
 from __future__ import annotations
 
 import inspect
@@ -197,10 +244,194 @@ def _second_order(x):
     return tg.grad(lambda z: tg.sum(wrong_second_order(z)))(x)
 
 
+def _edge_weights(n, interior):
+    """Per-bin weights of an rfft spectrum of a length-``n`` signal: 1 at the edge bins (0,
+    and n/2 for even n), ``interior`` elsewhere."""
+    w = np.full(n // 2 + 1, float(interior))
+    w[0] = 1.0
+    if n % 2 == 0:
+        w[-1] = 1.0
+    return tg.constant(w)
+
+
+@tg.custom_gradient
+def rfft_halving_edges_too(x):  # the adjoint of rfft is irfft(dy * w) * n, w = 1/2 inside,
+    n = x.shape[-1]             # 1 at the edge bins (autograd#185): here 1/2 everywhere
+
+    def grad(dy):
+        return tg.fft.irfft(dy * 0.5, n=n) * n
+    return tg.fft.rfft(x), grad
+
+
+@tg.custom_gradient
+def irfft_not_doubling(x):  # y = irfft(x, n): the adjoint is rfft(dy) * w / n with w = 2
+    n = 2 * (x.shape[-1] - 1)  # inside, 1 at the edges (jax#6223): here no doubling
+
+    def grad(dy):
+        return tg.fft.rfft(dy) / n
+    return tg.fft.irfft(x, n=n), grad
+
+
+@tg.custom_gradient
+def fft2_wrong_axes(x):  # y = fft over the last two axes: its adjoint n * ifft over the same
+    def grad(dy):        # two, here over the first two (Zygote#1158's axes)
+        return tg.fft.ifftn(dy, axes=(0, 1)) * 12
+    return tg.fft.fftn(x, axes=(-2, -1)), grad
+
+
+@tg.custom_gradient
+def ifft_without_conjugation(x):  # y = F^H x / n: the adjoint F dy / n = fft(dy) / n, not the
+    def grad(dy):                 # transpose without the conjugate conj(F) dy / n = ifft(dy)
+        return tg.fft.ifft(dy)
+    return tg.fft.ifft(x), grad
+
+
+@tg.custom_gradient
+def fft_transposed_not_adjoint(x):  # y = F x: the adjoint F^H dy = n ifft(dy), not F^T dy
+    def grad(dy):
+        return tg.fft.fft(dy)
+    return tg.fft.fft(x), grad
+
+
+@tg.custom_gradient
+def ifft2_one_axis_scale(x):  # y = ifft over (4, 6): the adjoint fft(dy) / 24, not / 6
+    def grad(dy):
+        return tg.fft.fftn(dy, axes=(-2, -1)) / 6
+    return tg.fft.ifftn(x, axes=(-2, -1)), grad
+
+
+@tg.custom_gradient
+def broadcast_reduced_over_the_wrong_axis(x, b):  # y = x + b, b (4,) over the rows of x (4, 4)
+    def grad(dy):
+        return dy, tg.sum(dy, axis=1)  # axis=0
+    return x + b, grad
+
+
+@tg.custom_gradient
+def complex_cast_wrong(x):  # y = complex(x): the gradient is real(dy)
+    def grad(dy):
+        return tg.real(dy) + tg.imag(dy)
+    return tg.astype(x, tg.complex128), grad
+
+
+@tg.custom_gradient
+def batched_matmul_missing_transpose(a, b):  # y = a @ b, stacks of (3, 3): da = dy @ b^T
+    def grad(dy):
+        return dy @ b, tg.matrix_transpose(a) @ dy
+    return a @ b, grad
+
+
+@tg.custom_gradient
+def softmax_missing_subtraction(x):  # g = y * (dy - sum(dy * y))
+    y = tg.nn.softmax(x)
+
+    def grad(dy):
+        return y * dy
+    return y, grad
+
+
+@tg.custom_gradient
+def logsumexp_off_by_a_shift(x):  # y = m + log(sum(exp(x - m))): g = dy * exp(x - y), not
+    m = tg.max(x)                 # dy * exp(x - m)
+    y = m + tg.log(tg.sum(tg.exp(x - m)))
+
+    def grad(dy):
+        return dy * tg.exp(x - m)
+    return y, grad
+
+
+@tg.custom_gradient
+def cumsum_not_reversed(x):  # y = cumsum(x): g = reversed cumsum of dy
+    def grad(dy):
+        return tg.cumulative_sum(dy)
+    return tg.cumulative_sum(x), grad
+
+
+@tg.custom_gradient
+def inverse_missing_minus(a):  # y = inv(a): da = -inv(a)^T dy inv(a)^T
+    y = tg.linalg.inv(a)
+
+    def grad(dy):
+        yt = tg.matrix_transpose(y)
+        return yt @ dy @ yt
+    return y, grad
+
+
+@tg.primitive("GradientChecksSinCos")
+def _sincos(x):
+    return tg._backend.namespace(x).sin(x), tg._backend.namespace(x).cos(x)
+
+
+@tg.RegisterGradient("GradientChecksSinCos")
+def _sincos_swapped(op, ds, dc):  # the two outputs' cotangents swapped
+    x = op.inputs[0]
+    return dc * tg.cos(x) - ds * tg.sin(x)
+
+
+def _sin_of_sincos(x):
+    return _sincos(x)[0]
+
+
+@tg.custom_vjp
+def _custom_vjp_transposed(a, x):
+    return a @ x
+
+
+_custom_vjp_transposed.defvjp(lambda a, x: (a @ x, (a, x)),  # dx = a^T dy, not a dy
+                              lambda res, dy: (dy[:, None] * res[1][None, :], res[0] @ dy))
+
+
+@tg.custom_gradient
+def clipped_cotangent(x):  # a gradient that clips dy: not linear in it
+    def grad(dy):
+        return tg.clip(dy, -0.5, 0.5) * tg.cos(x)
+    return tg.sin(x), grad
+
+
+@tg.primitive("GradientChecksMatVecBadJVP")
+def _matvec(a, x):
+    return a @ x
+
+
+@tg.RegisterGradient("GradientChecksMatVecBadJVP")
+def _matvec_grad(op, dy):
+    a, x = op.inputs
+    return dy[:, None] * x[None, :], tg.matrix_transpose(a) @ dy
+
+
+@tg.RegisterJVP("GradientChecksMatVecBadJVP")
+def _matvec_jvp(op, ta, tx):  # d(a x) = ta x + a tx: here a^T tx
+    a, x = op.inputs
+    return ta @ x + tg.matrix_transpose(a) @ tx
+
+
+@tg.RegisterGradient("GradientChecksWrongSvdGrad")
+def _svd_values_only(op, du, ds, dvh):  # drops the singular vectors' cotangents
+    u, s, vh = op.outputs
+    return (u * tg.expand_dims(ds, axis=-2)) @ vh
+
+
+def _svd_override(x):
+    with tg.gradient_override_map({"Svd": "GradientChecksWrongSvdGrad"}):
+        return tg.linalg.svd(x).U
+
+
+@tg.RegisterGradient("GradientChecksWrongEigvalshGrad")
+def _eigvalsh_missing_conj(op, dw):  # complex: V diag(dw) V^H, here V^T
+    _, v = tg.linalg.eigh(op.inputs[0])
+    return (v * tg.expand_dims(dw, axis=-2)) @ tg.matrix_transpose(v)
+
+
+def _eigvalsh_override(x):
+    with tg.gradient_override_map({"Eigvalsh": "GradientChecksWrongEigvalshGrad"}):
+        return tg.linalg.eigvalsh(x)
+
+
 rng = np.random.default_rng(7)
 X = rng.uniform(-2, 2, 5)
 A = rng.uniform(-2, 2, (3, 3))
 Z = rng.uniform(-2, 2, 6) + 1j * rng.uniform(-2, 2, 6)
+C = rng.uniform(-1, 1, (3, 3)) + 1j * rng.uniform(-1, 1, (3, 3))
 
 # (name, function, inputs, the message's expected excerpt)
 CORPUS = [
@@ -242,6 +473,46 @@ CORPUS = [
      r"<dy, jvp\(v\)> = .* and <g\(dy\), v> = .* from its gradient _cube2_grad"),
     ("gradient_override_map to a wrong rule", _override, lambda: [_x(X)],
      r"op type 'Sin' \(its gradient _wrong_sin_grad .*disagrees"),
+    ("rfft adjoint halving the edge bins too", rfft_halving_edges_too,
+     lambda: [_x(rng.uniform(-1, 1, 8))], r"rfft_halving_edges_too' .*disagrees"),
+    ("irfft adjoint not doubling the inner bins", irfft_not_doubling,
+     lambda: [_x(rng.uniform(-1, 1, 5) + 1j * rng.uniform(-1, 1, 5))],
+     r"irfft_not_doubling' .*disagrees .*input 0 'x'"),
+    ("fft2 adjoint over the wrong axes", fft2_wrong_axes,
+     lambda: [_x(rng.uniform(-1, 1, (3, 4, 3)) + 1j)], r"fft2_wrong_axes' .*disagrees"),
+    ("ifft adjoint without the conjugate", ifft_without_conjugation, lambda: [_x(Z)],
+     r"ifft_without_conjugation' .*disagrees"),
+    ("fft: transpose, not adjoint", fft_transposed_not_adjoint, lambda: [_x(Z)],
+     r"fft_transposed_not_adjoint' .*disagrees"),
+    ("ifft2 scaled by one axis's length", ifft2_one_axis_scale,
+     lambda: [_x(rng.uniform(-1, 1, (4, 6)) + 0j)], r"ifft2_one_axis_scale' .*disagrees"),
+    ("broadcast reduced over the wrong axis", broadcast_reduced_over_the_wrong_axis,
+     lambda: [_x(rng.uniform(-1, 1, (4, 4))), _x(X[:4])], r"disagrees .*input 1 'b'"),
+    ("complex cast, wrong gradient", complex_cast_wrong, lambda: [_x(X)],
+     r"complex_cast_wrong' .*disagrees .*input 0 'x'"),
+    ("batched matmul missing a transpose", batched_matmul_missing_transpose,
+     lambda: [_x(rng.uniform(-1, 1, (2, 3, 3))), _x(rng.uniform(-1, 1, (2, 3, 3)))],
+     r"disagrees .*input 0 'a'"),
+    ("softmax missing the subtraction", softmax_missing_subtraction, lambda: [_x(X)],
+     r"softmax_missing_subtraction' .*disagrees"),
+    ("stable logsumexp off by the shift", logsumexp_off_by_a_shift, lambda: [_x(X)],
+     r"logsumexp_off_by_a_shift' .*disagrees"),
+    ("cumsum gradient not reversed", cumsum_not_reversed, lambda: [_x(X)],
+     r"cumsum_not_reversed' .*disagrees"),
+    ("inverse missing the minus sign", inverse_missing_minus, lambda: [_x(A + 3 * np.eye(3))],
+     r"inverse_missing_minus' .*disagrees"),
+    ("two outputs, cotangents swapped", _sin_of_sincos, lambda: [_x(X)],
+     r"'GradientChecksSinCos' \(its gradient _sincos_swapped .*disagrees"),
+    ("custom_vjp, transposed matrix", _custom_vjp_transposed, lambda: [_x(A), _x(X[:3])],
+     r"'CustomVJP:_custom_vjp_transposed' .*disagrees"),
+    ("cotangent clipped (nonlinear)", clipped_cotangent, lambda: [_x(X)],
+     r"clipped_cotangent' .*is not linear in its cotangent dy at input 0 'x'"),
+    ("RegisterJVP with a transposed matrix", _matvec, lambda: [_x(A), _x(X[:3])],
+     r"the JVP rule _matvec_jvp .* of op type 'GradientChecksMatVecBadJVP' disagrees"),
+    ("svd (complex): singular vectors dropped", _svd_override, lambda: [_x(C)],
+     r"op type 'Svd' \(its gradient _svd_values_only .*disagrees"),
+    ("eigvalsh (complex): missing conjugate", _eigvalsh_override,
+     lambda: [_x(C + C.conj().T)], r"op type 'Eigvalsh' \(its gradient _eigvalsh_missing_conj"),
 ]
 
 
@@ -286,6 +557,95 @@ def right_ifft(x):
     return tg.fft.ifft(x), grad
 
 
+@tg.custom_gradient
+def right_rfft(x):
+    n = x.shape[-1]
+
+    def grad(dy):
+        return tg.fft.irfft(dy * _edge_weights(n, 0.5), n=n) * n
+    return tg.fft.rfft(x), grad
+
+
+@tg.custom_gradient
+def right_irfft(x):
+    n = 2 * (x.shape[-1] - 1)
+
+    def grad(dy):
+        return tg.fft.rfft(dy) * _edge_weights(n, 2.0) / n
+    return tg.fft.irfft(x, n=n), grad
+
+
+@tg.custom_gradient
+def right_fft2(x):
+    def grad(dy):
+        return tg.fft.ifftn(dy, axes=(-2, -1)) * 12
+    return tg.fft.fftn(x, axes=(-2, -1)), grad
+
+
+@tg.custom_gradient
+def right_softmax(x):
+    y = tg.nn.softmax(x)
+
+    def grad(dy):
+        return y * (dy - tg.sum(dy * y))
+    return y, grad
+
+
+@tg.custom_gradient
+def right_logsumexp(x):
+    m = tg.max(x)
+    y = m + tg.log(tg.sum(tg.exp(x - m)))
+
+    def grad(dy):
+        return dy * tg.exp(x - y)
+    return y, grad
+
+
+@tg.custom_gradient
+def right_cumsum(x):
+    def grad(dy):
+        return tg.flip(tg.cumulative_sum(tg.flip(dy)))
+    return tg.cumulative_sum(x), grad
+
+
+@tg.custom_gradient
+def right_inverse(a):
+    y = tg.linalg.inv(a)
+
+    def grad(dy):
+        yt = tg.matrix_transpose(y)
+        return -(yt @ dy @ yt)
+    return y, grad
+
+
+# the right rules of the corpus's wrong ones, and the same functions of built-in ops: each
+# wrong rule is wrong for the reason it says
+RIGHT = [
+    ("rfft, even n", right_rfft, tg.fft.rfft, lambda: [_x(rng.uniform(-1, 1, 8))]),
+    ("rfft, odd n", right_rfft, tg.fft.rfft, lambda: [_x(rng.uniform(-1, 1, 7))]),
+    ("irfft", right_irfft, lambda x: tg.fft.irfft(x, n=8),
+     lambda: [_x(rng.uniform(-1, 1, 5) + 1j * rng.uniform(-1, 1, 5))]),
+    ("fft2", right_fft2, lambda x: tg.fft.fftn(x, axes=(-2, -1)),
+     lambda: [_x(rng.uniform(-1, 1, (3, 4, 3)) + 1j)]),
+    ("softmax", right_softmax, tg.nn.softmax, lambda: [_x(X)]),
+    ("logsumexp", right_logsumexp, lambda x: tg.log(tg.sum(tg.exp(x))), lambda: [_x(X)]),
+    ("cumsum", right_cumsum, tg.cumulative_sum, lambda: [_x(X)]),
+    ("inverse", right_inverse, tg.linalg.inv, lambda: [_x(A + 3 * np.eye(3))]),
+]
+
+
+@pytest.mark.parametrize("name, f, plain, inputs", RIGHT, ids=[r[0] for r in RIGHT])
+def test_the_corpus_right_rules_pass(name, f, plain, inputs):
+    xs = inputs()
+    w = rng.uniform(-1, 1, tuple(plain(*xs).shape))  # a loss that weighs each output
+
+    def loss(g):
+        return lambda *a: _loss(g(*a) * tg.constant(w))
+
+    got = tg.grad(loss(f))(*xs)  # checked, and passes
+    np.testing.assert_allclose(got.numpy(), tg.grad(loss(plain))(*xs).numpy(), atol=1e-12)
+
+
 @pytest.mark.parametrize("dtype", [None, tg.float32])
 def test_right_rules_pass(dtype):
     x = _x(X, dtype)
@@ -299,13 +659,6 @@ def test_right_rules_pass(dtype):
 def _builtin(opdef) -> bool:
     module = getattr(inspect.unwrap(opdef.forward), "__module__", "") or ""
     return module == "tapegrad" or module.startswith("tapegrad.")
-
-
-# Built-in rules the check flags although they are right: Eigh and Eigvalsh read one triangle
-# and return the symmetric gradient (PyTorch's and JAX's convention), the derivative along
-# symmetric directions only; complex singular vectors are fixed only up to their phases, so a
-# random cotangent (not gauge-invariant) has no derivative to agree with.
-KNOWN = {("Eigh", None), ("Eigvalsh", None), ("Svd", "complex128")}
 
 
 def _sweep(dtype):
@@ -347,8 +700,33 @@ def test_no_false_alarm_on_the_registry(dtype, monkeypatch):
     monkeypatch.setattr(_records, "DROP_MIN_BYTES", 1 << 40)  # keep inputs: replay them
     flagged, cases = _sweep(dtype)
     assert cases > 150
-    known = {n for n, d in KNOWN if d in (None, dtype)}
-    assert flagged == known
+    assert flagged == set()  # Eigh, Eigvalsh, Svd: by their declared hermitian= and gauge=
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (3, 5)])
+@pytest.mark.parametrize("kind", ["real", "complex"])
+def test_svd_full_matrices_non_square_is_checked_without_error(shape, kind):
+    # the extra columns of U (rows of Vh) have no gradient (the rule refuses a cotangent
+    # there): Svd's gauge= zeroes the check's random cotangent on them
+    x = rng.uniform(-1, 1, shape) + (1j * rng.uniform(-1, 1, shape) if kind == "complex" else 0)
+    k = min(shape)
+
+    def f(x):
+        u, s, vh = tg.linalg.svd(x)
+        return tg.sum(tg.abs(u[:, :k]) ** 2 * s) + tg.sum(s)  # gauge-invariant
+
+    with tg.debugging.gradient_checks(rules="all"):
+        got = tg.grad(f)(tg.constant(x))
+    want = tg.grad(f)(tg.constant(x))  # unchecked
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-12)
+
+    def f_np(x):
+        u, s, _ = np.linalg.svd(x)
+        return np.sum(np.abs(u[:, :k]) ** 2 * s) + np.sum(s)
+
+    d = rng.uniform(-1, 1, shape) + (1j * rng.uniform(-1, 1, shape) if kind == "complex" else 0)
+    fd = (f_np(x + 1e-6 * d) - f_np(x - 1e-6 * d)) / 2e-6  # <g, d> = Re sum(g conj(d))
+    assert np.real(np.sum(got.numpy() * np.conj(d))) == pytest.approx(fd, rel=1e-6)
 
 
 # ------------------------------------------------------------------------- the switches
@@ -406,9 +784,30 @@ def test_a_surrogate_is_checked_for_linearity_only():
     np.testing.assert_allclose(_grad(straight, _x([0.3, 1.2]))[0].numpy(), [1.0, 1.0])
 
 
-def test_compiled_rules_are_not_checked():
+def test_a_tg_function_first_call_runs_eagerly_and_is_checked():
     f = tg.function(lambda x: tg.grad(lambda z: tg.sum(wrong_factor(z)))(x))
-    np.testing.assert_allclose(np.asarray(f(_x([1.0, 2.0]))), [3.0, 6.0])
+    with pytest.raises(GradientCheckError, match=r"'CustomGradient:wrong_factor' .*disagrees"):
+        f(_x([1.0, 2.0]))
+    assert f.experimental_get_tracing_count() == 0  # the first call ran eagerly
+    np.testing.assert_allclose(np.asarray(f(_x([1.0, 2.0]))), [3.0, 6.0])  # traced: unchecked
+    assert f.experimental_get_tracing_count() == 1
+
+
+def test_a_tg_function_right_rule_first_call_then_compiled():
+    f = tg.function(lambda x: tg.grad(lambda z: tg.sum(right(z)))(x))
+    for _ in range(3):
+        np.testing.assert_allclose(np.asarray(f(_x([1.0, 2.0]))), [2.0, 4.0])
+    assert f.experimental_get_tracing_count() == 1
+    tg.debugging.disable_gradient_checks()
+    g = tg.function(lambda x: tg.grad(lambda z: tg.sum(wrong_factor(z)))(x))
+    np.testing.assert_allclose(np.asarray(g(_x([1.0, 2.0]))), [3.0, 6.0])  # off: compiled
+    assert g.experimental_get_tracing_count() == 1
+
+
+def test_a_tg_function_called_under_a_tape_is_checked_at_its_first_call():
+    f = tg.function(lambda x: wrong_factor(x))
+    with pytest.raises(GradientCheckError, match=r"'CustomGradient:wrong_factor'"):
+        _grad(f, _x([1.0, 2.0]))
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -420,6 +819,18 @@ def test_compiled_rules_are_not_checked():
 def test_bad_arguments(kwargs, message):
     with pytest.raises(ValueError, match=message):
         tg.debugging.enable_gradient_checks(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(hermitian="x"), r"primitive\('GradientChecksBadDecl'\): hermitian must be a tuple "
+                          r"of input positions \(non-negative ints, such as \(0,\)\), got 'x'"),
+    (dict(hermitian=(-1,)), r"hermitian must be a tuple of input positions"),
+    (dict(gauge="phase"), r"primitive\('GradientChecksBadDecl'\): gauge must be None or a "
+                          r"function gauge\(op, cotangents\) -> cotangents, got str"),
+])
+def test_bad_primitive_check_declarations(kwargs, message):
+    with pytest.raises(TypeError, match=message):
+        tg.primitive("GradientChecksBadDecl", **kwargs)
 
 
 def test_environment_variable_turns_the_checks_on():

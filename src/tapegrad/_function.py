@@ -221,6 +221,12 @@ class Function:
             return self._func(instance, *args, **kwargs) if bound else self._func(*args, **kwargs)
         program = self._programs.get(key)
         if program is None:
+            check = _structural.extensions.gradient_check
+            if check is not None and check.on and check.eager_first_call(self):
+                # tg.debugging.enable_gradient_checks: the first call runs eagerly, its
+                # gradient rules checked on concrete values; the next call traces
+                return (self._func(instance, *args, **kwargs) if bound
+                        else self._func(*args, **kwargs))
             with self._lock:  # concurrent first calls: one thread traces, the others wait
                 program = self._programs.get(key)
                 if program is None:

@@ -101,7 +101,9 @@ class ExtensionPoints:
     - ``gradient_check(fn, op)`` (``tapegrad.debugging``): while its ``on`` is true, the reverse
       pass calls it before each gradient function ``fn`` runs on record ``op``
       (``tg.debugging.enable_gradient_checks``); it checks user-defined rules on the record's
-      inputs. The pass reads ``on`` once, so off it costs one test per pass.
+      inputs. The pass reads ``on`` once, so off it costs one test per pass. While ``on``,
+      ``tg.function`` asks ``gradient_check.eager_first_call(function)`` at a call that would
+      trace a program: True (once per function) runs that call eagerly instead.
     - ``gradient_numerics`` (``tapegrad.debugging``): while its ``on`` is true
       (``tg.debugging.enable_check_numerics``), the reverse pass calls
       ``gradient_numerics(op, cotangents)`` before each gradient function ``fn`` runs on record

@@ -10,6 +10,7 @@ import os
 import sys
 import threading
 import warnings
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -565,7 +566,16 @@ class _GradientChecks:
         self.calls, self.action, self.rules = 1, "raise", "user"
         self.counts = {}  # rule (its code object) -> times checked
         self.busy = False  # a check is running: the rule's own calls inside it are not checked
-        self.log = None  # or a list of (rule, op type, message or None), one per check: the CLI's
+        self.log = None  # or a list of (rule, op type, message or None), one per check (the CLI's)
+        self.functions = weakref.WeakSet()  # the tg.functions whose first call ran eagerly
+
+    def eager_first_call(self, function) -> bool:
+        """``tg.function``, at a call that would trace a program: run it eagerly instead, so
+        the rules it runs are checked on concrete values? True once per function."""
+        if function in self.functions:
+            return False
+        self.functions.add(function)
+        return True
 
     def __call__(self, fn, op):
         """The reverse pass, before ``fn(op, ...)`` runs: check ``fn`` if it is a user rule."""
@@ -627,7 +637,11 @@ def enable_gradient_checks(rtol=None, atol=None, calls: int = 1, action: str = "
       jvp(v)>`` against the same central difference and ``<g(dy), v>`` (the dot-product test).
 
     ``<a, b>`` is ``Re(sum(a * conj(b)))`` (complex values as real pairs, tapegrad's
-    convention). Cost per checked call: 3 calls of the rule, 2 of the forward (2 more per input
+    convention). An op type declared with ``primitive(hermitian=...)`` (``eigh``, whose
+    gradient is the symmetric one) is perturbed along symmetric (Hermitian) ``v`` at those
+    inputs; one declared with ``primitive(gauge=...)`` (complex ``svd``, ``eigh``: singular
+    vectors and eigenvectors defined up to phases) gets only gauge-invariant cotangents.
+    Cost per checked call: 3 calls of the rule, 2 of the forward (2 more per input
     only when a check fails), one of the JVP rule. Off (the default), the reverse pass tests
     one flag per ``gradient`` call and nothing else.
 
@@ -641,8 +655,12 @@ def enable_gradient_checks(rtol=None, atol=None, calls: int = 1, action: str = "
         rules: ``"user"`` (rules defined outside tapegrad, and tapegrad's examples) or
             ``"all"``.
 
-    Not checked: rules that run on traced values (inside ``tg.function``; run the function
-    eagerly once, ``tg.config.run_functions_eagerly(True)``, to check them); records whose
+    Inside ``tg.function``: while the checks are on, the first call of each ``tg.function``
+    that would trace a program runs eagerly instead (its Python once, as a trace would; its
+    result the same), so the rules it runs are checked on that call's values; the next call
+    traces and compiles. Not checked: rules that run on traced values (later calls, calls of
+    functions compiled before the checks were turned on: run one eagerly,
+    ``tg.config.run_functions_eagerly(True)``, to check them); records whose
     inputs were dropped (``RegisterGradient(reads="outputs")``: nothing to replay); calls that
     cannot be replayed (``tg.from_jax``). The environment variable
     ``TAPEGRAD_CHECK_GRADIENTS=1`` turns the mode on at import. Raises ``ValueError`` for a bad
@@ -663,7 +681,7 @@ def enable_gradient_checks(rtol=None, atol=None, calls: int = 1, action: str = "
                              "non-negative number")
     c = _CHECKS
     c.rtol, c.atol, c.calls, c.action, c.rules = rtol, atol, calls, action, rules
-    c.counts = {}
+    c.counts, c.functions = {}, weakref.WeakSet()
     c.on = True
 
 
@@ -678,12 +696,12 @@ def gradient_checks(rtol=None, atol=None, calls: int = 1, action: str = "raise",
     """:func:`enable_gradient_checks` within a ``with`` block; the previous settings (on or
     off) are restored at its end. Arguments and errors are ``enable_gradient_checks``'s."""
     c = _CHECKS
-    saved = (c.on, c.rtol, c.atol, c.calls, c.action, c.rules, c.counts)
+    saved = (c.on, c.rtol, c.atol, c.calls, c.action, c.rules, c.counts, c.functions)
     enable_gradient_checks(rtol, atol, calls, action, rules)
     try:
         yield
     finally:
-        c.on, c.rtol, c.atol, c.calls, c.action, c.rules, c.counts = saved
+        c.on, c.rtol, c.atol, c.calls, c.action, c.rules, c.counts, c.functions = saved
 
 
 def _is_user_rule(fn) -> bool:
@@ -762,8 +780,16 @@ def _check_rule(fn, op, rtol, atol):
         gs = view.gradient(*cotangent(us), needed=pos)
         return {k: np.zeros(inputs[k].shape) if gs[k] is None else _numpy(gs[k]) for k in pos}
 
-    u1 = {j: _random(rng, tuple(outputs[j].shape), zero[j].dtype) for j in outs}
-    u2 = {j: _random(rng, tuple(outputs[j].shape), zero[j].dtype) for j in outs}
+    gauge = op._opdef.gauge  # outputs defined up to a gauge: gauge-invariant cotangents only
+
+    def draw():
+        u = {j: _random(rng, tuple(outputs[j].shape), zero[j].dtype) for j in outs}
+        if gauge is None:
+            return u
+        us = gauge(view, cotangent(u))
+        return {j: _numpy(us[j]) for j in outs}
+
+    u1, u2 = draw(), draw()
     g1, g2 = grads(u1), grads(u2)
     g3 = grads({j: _A * u1[j] + u2[j] for j in outs})
     for k in pos:  # linearity in the cotangent
@@ -783,6 +809,8 @@ def _check_rule(fn, op, rtol, atol):
                     "as '+ 0.1 * x', is not). " + _SUGGEST)
     v = {k: _random(rng, tuple(inputs[k].shape), _backend.np_dtype(inputs[k]._value.dtype))
          for k in pos}
+    for k in op._opdef.hermitian & set(pos):  # a symmetric gradient: symmetric directions
+        v[k] = (v[k] + np.conj(np.swapaxes(v[k], -1, -2))) / 2
     probe = _Probe(view, inputs, outs, u1, v)
     if probe.fd is None:
         return None  # the forward cannot be replayed: nothing to compare with

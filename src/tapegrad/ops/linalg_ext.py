@@ -460,7 +460,19 @@ def solve(x1, x2, /):
 _SYM_SAMPLES = [Sample((3, 3)), Sample((2, 4, 4)), Sample((1, 1)), Sample((0, 0))]
 
 
-@primitive("Eigh", samples=_SYM_SAMPLES)
+def _eigh_gauge(op, cotangents):
+    """The gradient self-check's cotangents of ``eigh`` (``primitive``'s ``gauge``): complex
+    eigenvectors are defined up to a phase each, ``v_i e^{i phi}``; the gauge-invariant
+    cotangents ``dV`` have ``Im diag(V^H dV) = 0`` (the part the gradient ignores)."""
+    dw, dv = cotangents
+    v = op.outputs[1]
+    if v.dtype.kind != "c":
+        return [dw, dv]
+    phase = imag(_diagonal(matmul(_mH(v), dv)))
+    return [dw, dv - v * (expand_dims(phase, axis=-2) * 1j)]
+
+
+@primitive("Eigh", samples=_SYM_SAMPLES, hermitian=(0,), gauge=_eigh_gauge)
 def _eigh(x):
     _square("eigh", x)
     w, v = _linalg(_ns(x), "eigh")(x)  # reads the lower triangle
@@ -513,7 +525,7 @@ def eigh(x, /):
     return EighResult(*_eigh(x))
 
 
-@primitive("Eigvalsh", samples=_SYM_SAMPLES)
+@primitive("Eigvalsh", samples=_SYM_SAMPLES, hermitian=(0,))
 def _eigvalsh(x):
     _square("eigvalsh", x)
     return _linalg(_ns(x), "eigvalsh")(x)
@@ -555,7 +567,31 @@ def eigvalsh(x, /):
 
 
 # --- svd, svdvals --------------------------------------------------------------------------------
-@primitive("Svd", samples=[
+def _svd_gauge(op, cotangents):
+    """The gradient self-check's cotangents of ``svd`` (``primitive``'s ``gauge``): with
+    ``full_matrices`` and ``M != N`` the extra columns of U (rows of Vh) are not unique (their
+    cotangents are set to zero); complex pairs ``(u_i, v_i)`` are defined up to a common phase
+    (``U e^{i phi}``, ``e^{-i phi} Vh``): the gauge-invariant cotangents have
+    ``Im diag(U^H dU) + Im diag(V^H dV) = 0``, to which half the sum is taken off each."""
+    du, ds, dvh = cotangents
+    u, s, vh = op.outputs
+    m, n = op.inputs[0].shape[-2:]
+    k = min(m, n)
+    extra = op.attrs.get("full_matrices", True) and m != n
+    if extra:
+        du, dvh, u, vh = du[..., :, :k], dvh[..., :k, :], u[..., :, :k], vh[..., :k, :]
+    if u.dtype.kind == "c":
+        half = (imag(_diagonal(matmul(_mH(u), du))) + imag(_diagonal(matmul(vh, _mH(dvh))))) * 0.5j
+        du = du - u * expand_dims(half, axis=-2)
+        dvh = dvh + vh * expand_dims(half, axis=-1)
+    if extra:
+        full_u, _, full_vh = op.outputs
+        du = concat([du, zeros_like(full_u[..., :, k:])], axis=-1)
+        dvh = concat([dvh, zeros_like(full_vh[..., k:, :])], axis=-2)
+    return [du, ds, dvh]
+
+
+@primitive("Svd", gauge=_svd_gauge, samples=[
     Sample((3, 3)), Sample((4, 3), full_matrices=False), Sample((3, 5), full_matrices=False),
     Sample((2, 3, 2), full_matrices=False), Sample((2, 4, 4)), Sample((1, 1), domain=(0.5, 2.0)),
     Sample((0, 0)), Sample((0, 3), full_matrices=False)])
