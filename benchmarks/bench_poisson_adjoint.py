@@ -40,7 +40,7 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
-from bench_cg import _problem, _stencil  # noqa: E402  (run from benchmarks/ or as a script)
+from bench_cg import _problem, _stencil, alternating_blocks  # noqa: E402  (run from benchmarks/)
 
 
 def _red(grid):
@@ -211,22 +211,8 @@ def main(argv=None):
             total = _applications(make, grid, kind, rtol, maxiter, args_, raw, False)
             iters[name] = (forward - 1, total - forward - 1)  # one application before the loop
 
-        def block_ours():
-            for _ in range(args.repeats):
-                out = ours(*a_ours)
-            out[0].numpy()
-
-        def block_peer():
-            for _ in range(args.repeats):
-                out = peer(*a_peer)
-            jax.block_until_ready(out)
-
-        times = {"ours": [], "peer": []}
-        for _ in range(args.blocks):  # alternating blocks, the best of each side
-            for name, block in (("ours", block_ours), ("peer", block_peer)):
-                t = time.perf_counter()
-                block()
-                times[name].append((time.perf_counter() - t) / args.repeats)
+        times = alternating_blocks(jax, ours, a_ours, peer, a_peer, args.repeats,
+                                   args.blocks)
         s_ours, s_peer = min(times["ours"]), min(times["peer"])
         (f_o, b_o), (f_p, b_p) = iters["tapegrad"], iters["jax"]
         print(f"[{kind}] iterations forward/backward: tapegrad {f_o}/{b_o} "
