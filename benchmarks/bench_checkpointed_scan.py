@@ -109,6 +109,15 @@ class NavierStokes:
         return 0.5 * xp.sum(c * c)
 
 
+def _has_equinox():
+    """Whether Equinox is installed (the ``bench`` extra); without it its rows are skipped."""
+    try:
+        import equinox  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def equinox_default(n):
     """Equinox's default number of checkpoints for ``max_steps=n`` (its
     ``checkpointed_while_loop``: the largest s with ``2 n < (s + 1)(s + 2)``)."""
@@ -264,7 +273,7 @@ def run(tg, jax, work, args, memo):
                                                            args.repeats))
                 rows["jax lax.scan+checkpoint"] = (None, measure_peer(
                     jax, work, n, "checkpoint", None, args.repeats))
-            for s in slots:
+            for s in slots if _has_equinox() else ():
                 rows[f"equinox ckpt while({s})"] = (s, measure_peer(jax, work, n, "equinox", s,
                                                                     args.repeats))
         if store_all:
@@ -290,7 +299,7 @@ def run(tg, jax, work, args, memo):
                   f"{p / n if ours_row and s else math.nan:8.2f} {ops:5d} {compile_s:7.2f}s "
                   f"{best * 1e3:8.1f}ms {first if ours_row else math.nan:7.2f}s {ratio:6.2f} "
                   f"{diff:7.1e}")
-        for s in slots if args.peers else ():
+        for s in slots if args.peers and _has_equinox() else ():
             (b, m, c), (be, me, ce) = (rows[f"ours Revolve({s})"][1][:3],
                                        rows[f"equinox ckpt while({s})"][1][:3])
             print(f"  ours Revolve({s}) / equinox({s}): time {b / be:.2f} (target <= 0.9), "
@@ -323,6 +332,8 @@ def main(argv=None):
     import tapegrad as tg
 
     memo = {}
+    if args.peers and not _has_equinox():
+        print("Equinox is not installed (pip install -e .[jit,bench]): its rows are skipped")
     if args.step in ("cheap", "both"):
         run(tg, jax, Cheap(args.size), args, memo)
     if args.step in ("ns", "both"):
