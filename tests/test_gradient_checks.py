@@ -42,6 +42,8 @@ The corpus (``CORPUS``), and the check that catches each rule at its first call:
     35  RegisterJVP with a transposed matrix         JVP vs VJP
     36  svd (complex): singular vectors dropped      VJP vs central difference
     37  eigvalsh (complex): missing conjugate        VJP vs central difference
+    38  linear op, adjoint not transposed            dot-product (adjoint) test
+    39  linear DFT, adjoint with a spurious 1/n      dot-product (adjoint) test
 
 FFT adjoints as in autograd#185, jax#6223, Zygote#1158 (8, 9, 19-24); the right rules of 19-31
 pass and agree with tapegrad's built-in gradients (``RIGHT``). 36 and 37 are built-in op types
@@ -434,6 +436,46 @@ Z = rng.uniform(-2, 2, 6) + 1j * rng.uniform(-2, 2, 6)
 C = rng.uniform(-1, 1, (3, 3)) + 1j * rng.uniform(-1, 1, (3, 3))
 
 # (name, function, inputs, the message's expected excerpt)
+LIN = np.array([[1.0, 2.0, 0.0], [0.5, -1.0, 3.0], [0.0, 0.25, 1.5]])  # not symmetric
+
+
+def _xp(x):
+    import array_api_compat
+    return array_api_compat.array_namespace(x)
+
+
+@tg.primitive("GradientChecksLinearWrongAdjoint", linear=(0,))
+def _apply_lin(x):
+    return _xp(x).asarray(LIN, dtype=x.dtype) @ x
+
+
+@tg.RegisterGradient("GradientChecksLinearWrongAdjoint")
+def _lin_not_transposed(op, dy):
+    return tg.constant(LIN) @ dy  # A, not A^T
+
+
+@tg.primitive("GradientChecksLinearFFT", linear=(0,))
+def _real_dft(x):
+    xp = _xp(x)
+    return xp.real(xp.fft.fft(xp.astype(x, xp.complex128)))
+
+
+@tg.RegisterGradient("GradientChecksLinearFFT")
+def _real_dft_over_n(op, dy):
+    n = dy.shape[0]  # the adjoint of Re(F x) is Re(F^H dy) = Re(F dy) here (F symmetric)
+    return tg.real(tg.fft.fft(tg.astype(dy, tg.complex128))) / n  # a spurious 1/n
+
+
+@tg.primitive("GradientChecksLinearRight", linear=(0,))
+def _apply_lin_right(x):
+    return _xp(x).asarray(LIN, dtype=x.dtype) @ x
+
+
+@tg.RegisterGradient("GradientChecksLinearRight")
+def _lin_transposed(op, dy):
+    return tg.constant(LIN.T) @ dy
+
+
 CORPUS = [
     ("seed 002 Example 2 (+ 0.1*x)", seed_example_2, lambda: [_x(X)],
      r"'CustomGradient:seed_example_2' .*is not linear in its cotangent dy at input 0 'x'"),
@@ -513,6 +555,11 @@ CORPUS = [
      r"op type 'Svd' \(its gradient _svd_values_only .*disagrees"),
     ("eigvalsh (complex): missing conjugate", _eigvalsh_override,
      lambda: [_x(C + C.conj().T)], r"op type 'Eigvalsh' \(its gradient _eigvalsh_missing_conj"),
+    ("linear op, adjoint not transposed", _apply_lin, lambda: [_x(X[:3])],
+     r"'GradientChecksLinearWrongAdjoint' \(its gradient _lin_not_transposed .*declared linear, "
+     r"fails the dot-product \(adjoint\) test"),
+    ("linear DFT, adjoint with a spurious 1/n", _real_dft, lambda: [_x(np.linspace(0, 1, 8))],
+     r"'GradientChecksLinearFFT' .*fails the dot-product \(adjoint\) test .*<dy, f\(v\)> ="),
 ]
 
 
@@ -523,6 +570,12 @@ def test_a_wrong_rule_is_caught_at_its_first_call(name, f, inputs, message):
     text = str(caught.value)
     assert "tolerance rtol=" in text and "tg.test.check_gradients" in text
     assert re.search(r"\.py:\d+\)", text)  # the rule's file and line
+
+
+def test_a_right_linear_rule_passes_the_dot_product_test():
+    x = _x(X[:3])
+    np.testing.assert_allclose(_grad(_apply_lin_right, x)[0].numpy(), LIN.T @ np.ones(3),
+                               rtol=1e-12)
 
 
 def test_the_message_names_the_two_numbers():
@@ -825,6 +878,8 @@ def test_bad_arguments(kwargs, message):
     (dict(hermitian="x"), r"primitive\('GradientChecksBadDecl'\): hermitian must be a tuple "
                           r"of input positions \(non-negative ints, such as \(0,\)\), got 'x'"),
     (dict(hermitian=(-1,)), r"hermitian must be a tuple of input positions"),
+    (dict(linear=0), r"primitive\('GradientChecksBadDecl'\): linear must be a tuple of "
+                     r"input positions \(non-negative ints, such as \(0,\)\), got 0"),
     (dict(gauge="phase"), r"primitive\('GradientChecksBadDecl'\): gauge must be None or a "
                           r"function gauge\(op, cotangents\) -> cotangents, got str"),
 ])

@@ -39,13 +39,13 @@ class OpDef:
     ``samples``, ``public`` (the op function), ``real_only`` (complex inputs are refused),
     ``vmap_method`` (how a host callback of the forward is batched: ``primitive``'s),
     ``optional`` (the names of the inputs that may be None), ``params``/``arity`` (from the
-    forward's signature), ``hermitian`` and ``gauge`` (what the gradient self-check,
-    ``tg.debugging.enable_gradient_checks``, must know: ``primitive``'s).
+    forward's signature), ``hermitian``, ``gauge`` and ``linear`` (what the gradient
+    self-check, ``tg.debugging.enable_gradient_checks``, must know: ``primitive``'s).
     """
 
     __slots__ = ("type", "forward", "params", "arity", "takes_attrs", "samples", "grad",
                  "differentiable", "public", "surrogate", "reads", "jvp", "real_only",
-                 "vmap_method", "optional", "hermitian", "gauge")
+                 "vmap_method", "optional", "hermitian", "gauge", "linear")
     is_custom = False
     is_construct = False  # a control-flow construct (:func:`construct`), not a primitive
 
@@ -54,7 +54,7 @@ class OpDef:
         self.real_only = False
         self.vmap_method = "sequential"
         self.optional = frozenset()
-        self.hermitian, self.gauge = frozenset(), None
+        self.hermitian, self.gauge, self.linear = frozenset(), None, frozenset()
         self.samples = list(samples or ())
         self.grad = None
         self.surrogate = False
@@ -210,8 +210,19 @@ def _unknown(op_type, what):
 VMAP_METHODS = ("sequential", "expand_dims", "broadcast_all")
 
 
+def _positions(op_type, name, value):
+    """``primitive``'s ``hermitian`` or ``linear``: a tuple of input positions, or TypeError."""
+    value = tuple(value) if isinstance(value, (tuple, list)) else value
+    if not isinstance(value, tuple) or not all(
+            isinstance(k, int) and not isinstance(k, bool) and k >= 0 for k in value):
+        raise TypeError(f"primitive({op_type!r}): {name} must be a tuple of input positions "
+                        f"(non-negative ints, such as (0,)), got {value!r}")
+    return value
+
+
 def primitive(op_type: str, *, samples=None, real_only: bool = False,
-              vmap_method: str = "sequential", optional=(), hermitian=(), gauge=None):
+              vmap_method: str = "sequential", optional=(), hermitian=(), gauge=None,
+              linear=()):
     """Declare a new op type whose forward runs on backend arrays.
 
     Decorates ``forward(*arrays, **attrs) -> array | tuple[array, ...]``. The result is the
@@ -245,12 +256,17 @@ def primitive(op_type: str, *, samples=None, real_only: bool = False,
     ``gauge(op, cotangents) -> cotangents``, for outputs defined up to a gauge (complex
     singular vectors' phases), the projection of a list of cotangents (Tensors, one per
     output) onto the gauge-invariant ones, which the check draws its random cotangents from.
+    ``linear``: the positions of the inputs the forward is jointly linear in (an FFT, a
+    projection, the right-hand side of a solve), for which the check is the dot-product
+    (adjoint) test ``<dy, f(v)> = <g(dy), v>`` (the forward at ``v`` in those inputs, the others
+    as they are; no finite-difference step, so only rounding separates the two) when only
+    those inputs need gradients, instead of a central difference.
 
     Raises ``TypeError`` if ``op_type`` is not a non-empty string, ``ValueError`` if it is
     already defined by other code or ``vmap_method`` is not one of the three names; the same
     definition run again (the same function name, file and line: a notebook cell re-run)
-    replaces it with a warning; ``TypeError`` if ``hermitian`` is not a tuple of input positions
-    or ``gauge`` is not callable. At call time the op
+    replaces it with a warning; ``TypeError`` if ``hermitian`` or ``linear`` is not a tuple of
+    input positions or ``gauge`` is not callable. At call time the op
     raises ``TypeError`` if the forward returns something other than a backend array or a
     tuple of them, or a NumPy array for inputs of another backend, and (``real_only``) for a
     complex input.
@@ -260,11 +276,8 @@ def primitive(op_type: str, *, samples=None, real_only: bool = False,
         raise ValueError(f"primitive({op_type!r}): vmap_method must be one of "
                          f"{', '.join(map(repr, VMAP_METHODS))} (JAX's pure_callback "
                          f"methods), got {vmap_method!r}")
-    hermitian = tuple(hermitian) if isinstance(hermitian, (tuple, list)) else hermitian
-    if not isinstance(hermitian, tuple) or not all(
-            isinstance(k, int) and not isinstance(k, bool) and k >= 0 for k in hermitian):
-        raise TypeError(f"primitive({op_type!r}): hermitian must be a tuple of input positions "
-                        f"(non-negative ints, such as (0,)), got {hermitian!r}")
+    hermitian, linear = (_positions(op_type, name, value) for name, value in
+                         (("hermitian", hermitian), ("linear", linear)))
     if gauge is not None and not callable(gauge):
         raise TypeError(f"primitive({op_type!r}): gauge must be None or a function "
                         f"gauge(op, cotangents) -> cotangents, got {type(gauge).__name__}")
@@ -285,7 +298,7 @@ def primitive(op_type: str, *, samples=None, real_only: bool = False,
         opdef.real_only = bool(real_only)
         opdef.vmap_method = vmap_method
         opdef.optional = frozenset(optional)
-        opdef.hermitian, opdef.gauge = frozenset(hermitian), gauge
+        opdef.hermitian, opdef.gauge, opdef.linear = frozenset(hermitian), gauge, frozenset(linear)
         op = _make_op(opdef)
         functools.update_wrapper(op, forward)
         op.op_type = op_type

@@ -632,7 +632,10 @@ def enable_gradient_checks(rtol=None, atol=None, calls: int = 1, action: str = "
     - *VJP against the forward*: ``<g(dy), v> == <dy, (f(x + h v) - f(x - h v)) / 2h>`` along a
       random direction ``v`` of all floating inputs, the forward run in float64 (complex128)
       where it allows (else in its own dtype), ``h = cbrt(eps) * max(1, |x|)``; on a mismatch
-      one such probe per input names the input. Skipped for ``surrogate`` rules;
+      one such probe per input names the input. Skipped for ``surrogate`` rules. For an op
+      type declared ``primitive(linear=...)`` in the inputs that need gradients (the FFTs),
+      the *dot-product (adjoint) test* ``<g(dy), v> == <dy, f(v)>`` instead (the forward at
+      ``v``: no step, only rounding between the two sides);
     - *JVP*: for an op type with a user JVP rule (``RegisterJVP``, ``custom_jvp``), ``<dy,
       jvp(v)>`` against the same central difference and ``<g(dy), v>`` (the dot-product test).
 
@@ -814,7 +817,16 @@ def _check_rule(fn, op, rtol, atol):
     probe = _Probe(view, inputs, outs, u1, v)
     if probe.fd is None:
         return None  # the forward cannot be replayed: nothing to compare with
-    if not gdef.surrogate:
+    if not gdef.surrogate and set(pos) <= op._opdef.linear:  # the dot-product (adjoint) test
+        lhs, scale = _sum_inner(g1, v, pos)
+        rhs, f_scale = probe.at(v)
+        if abs(lhs - rhs) > atol + rtol * (scale + f_scale):
+            return (f"gradient check: the gradient of {where}, declared linear, fails the "
+                    f"dot-product (adjoint) test along a random direction v: <g(dy), v> = "
+                    f"{lhs:.9g} but <dy, f(v)> = {rhs:.9g} (the forward at v, in "
+                    f"{probe.precision}; tolerance rtol={rtol:g}, atol={atol:g}): the gradient "
+                    "is not the adjoint of the forward. " + _SUGGEST)
+    elif not gdef.surrogate:
         lhs, scale = _sum_inner(g1, v, pos)
         rhs, fd_scale = probe.fd
         if abs(lhs - rhs) > atol + rtol * (scale + fd_scale + probe.noise):
@@ -906,6 +918,22 @@ class _Probe:
             noise += 100 * eps / h * float(np.sum(np.abs(self.u[j]) * (
                 np.abs(ys[0][j]) + np.abs(ys[1][j]))))
         self.noise = noise
+        return total, scale
+
+    def at(self, v):
+        """``(<u, f(v)>, its scale)``: the forward with the inputs of ``v`` replaced by ``v``
+        (in the precision the central difference used): for a linear forward, the adjoint
+        test's side."""
+        args = list(self.inputs)
+        for k, x in v.items():
+            x = x.astype(np.complex128 if x.dtype.kind == "c" else np.float64) \
+                if self.precision == "float64" else x.astype(_numpy(self.inputs[k]).dtype)
+            args[k] = _like(self.inputs[k], x)
+        out = [t for t in tree_leaves(self.view.forward(*args)) if isinstance(t, Tensor)]
+        total, scale = 0.0, 0.0
+        for j in self.outs:
+            a, s = _inner(self.u[j], _numpy(out[j]))
+            total, scale = total + a, scale + s
         return total, scale
 
     def localize(self, g, pos, rtol, atol):

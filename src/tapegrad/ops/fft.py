@@ -309,7 +309,7 @@ def _samples(name):
 def _define(name):
     op_type = _TABLE[name][0]
     make = _forward_nd if name.endswith("n") else _forward_1d
-    prim = primitive(op_type, samples=_samples(name),
+    prim = primitive(op_type, samples=_samples(name), linear=(0,),  # the self-check's adjoint test
                      real_only=_TABLE[name][1] == "r2c")(make(name))
     RegisterGradient(op_type)(_fft_grad)
     RegisterJVP(op_type)(linear_jvp)  # every transform is (real-)linear: itself on the tangent
@@ -489,14 +489,14 @@ _SHIFT_SAMPLES = [Sample((5,)), Sample((3, 4), axes=0), Sample((3, 4), axes=(1, 
                   Sample((0, 3)), Sample((1, 1))]
 
 
-@primitive("FFTShift", samples=_SHIFT_SAMPLES)
+@primitive("FFTShift", samples=_SHIFT_SAMPLES, linear=(0,))
 def _fftshift(x, *, axes=None):
     if axes == () or not x.shape:
         return x  # nothing to shift (NumPy's roll rejects an empty axes tuple)
     return _ns(x).fft.fftshift(x, axes=axes)
 
 
-@primitive("IFFTShift", samples=_SHIFT_SAMPLES)
+@primitive("IFFTShift", samples=_SHIFT_SAMPLES, linear=(0,))
 def _ifftshift(x, *, axes=None):
     if axes == () or not x.shape:
         return x
