@@ -12,7 +12,9 @@ difference from ``import tapegrad`` is TensorFlow's float32 default: ``constant`
 floats and int32 ones from Python ints (the core keeps its float64/int64 defaults); ``zeros``, ``ones``, ``eye``, ``random.normal`` and ``random.uniform`` are float32
 unless given a dtype (``one_hot`` is float32 in tapegrad too). ``nn`` (convolutions and pooling
 included), ``optimizers`` (also as ``keras.optimizers``, with ``schedules``) and ``train`` are
-tapegrad's own.
+tapegrad's own. ``data.Dataset`` (``tapegrad.compat.tf_data``) is an input pipeline of
+Tensors iterated eagerly in Python (``from_tensor_slices``, ``map``, ``shuffle``, ``batch``,
+``repeat``, ...).
 """
 from __future__ import annotations
 
@@ -731,7 +733,7 @@ def print(*inputs, output_stream=None, sep=" ", end="\n", summarize=3, name=None
         emit(*values)
 
 
-_CLOSEST = {"data": "none (iterate NumPy arrays)", "TensorArray": "tg.stack of a list",
+_CLOSEST = {"TensorArray": "tg.stack of a list",
             "summary": "none", "autograph": "none (write tg.cond / tg.while_loop)"}
 
 
@@ -762,5 +764,11 @@ class _Namespace(types.SimpleNamespace):
         raise _missing(self.__dict__.get("_tf_name", "tf"), name)
 
 
-for _sub in ("math", "linalg", "random", "errors", "autodiff"):
+from .tf_data import AUTOTUNE as _AUTOTUNE  # noqa: E402
+from .tf_data import Dataset as _Dataset  # noqa: E402
+
+data = types.SimpleNamespace(Dataset=_Dataset, AUTOTUNE=_AUTOTUNE,
+                             experimental=types.SimpleNamespace(AUTOTUNE=_AUTOTUNE))
+
+for _sub in ("math", "linalg", "random", "errors", "autodiff", "data"):
     globals()[_sub] = _Namespace(_tf_name=f"tf.{_sub}", **vars(globals()[_sub]))
