@@ -33,6 +33,8 @@ class _State(threading.local):
         self.backward_tape = None  # the tape whose gradient is being computed (debugging.log)
         self.grad_op = None  # the op whose gradient function is running
         self.raw_access = False  # did that gradient function read a traced tensor's array?
+        # ids of the Variables whose gradient the running pass may give as IndexedSlices
+        self.sparse_ids = frozenset()
 
 
 _GLOBAL_OBSERVERS = []  # observers every new thread starts with

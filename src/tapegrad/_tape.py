@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import sys
 import warnings
 
 from . import _backend
@@ -195,11 +196,21 @@ class GradientTape:
                 for sources not connected to the target; ``ZERO`` gives zeros.
 
         Returns gradients in the structure of ``sources``, each with its source's shape and dtype.
-        As in TensorFlow, a non-floating (integer, boolean) target or source has no gradient:
+        As in TensorFlow, the gradient of a Variable whose value reaches the target only
+        through row gathers (``tg.nn.embedding_lookup``, ``tg.take(v, ids, axis=0)``,
+        ``v[ids]``) is an :class:`~tapegrad.IndexedSlices` (the gathered rows' cotangents;
+        dense with any other use, or while a tape records this computation, or when called
+        from inside tapegrad: ``tg.grad``, control flow). As in TensorFlow, a non-floating (integer, boolean) target or source has no gradient:
         ``None`` (zeros with ``ZERO``), with a warning for a target. Raises ``RuntimeError`` on
         a second call to a non-persistent tape or on a tape that was never entered (``with``),
         ``TypeError`` for a target or source that is not a Tensor.
         """
+        # sparse gradients for the user's calls; tapegrad's own callers want Tensors
+        sparse = not sys._getframe(1).f_globals.get("__name__", "").startswith("tapegrad.")
+        return self._gradient(target, sources, output_gradients, unconnected_gradients, sparse)
+
+    def _gradient(self, target, sources, output_gradients, unconnected_gradients, sparse):
+        """:meth:`gradient`; ``sparse``: may Variables' gradients be IndexedSlices?"""
         unconnected = self._start("gradient", unconnected_gradients)
         targets, cots = _cotangents(_flatten(target), output_gradients)
         flat_sources = _flatten(sources)
@@ -207,7 +218,7 @@ class GradientTape:
             if not isinstance(s, Tensor):
                 raise TypeError(f"GradientTape.gradient: sources must be Tensors or Variables, "
                                 f"got {type(s).__name__}")
-        grads = self._backward(targets, cots, flat_sources, unconnected)
+        grads = self._backward(targets, cots, flat_sources, unconnected, sparse)
         self._finish()
         return _unflatten(sources, iter(grads))
 
@@ -289,7 +300,7 @@ class GradientTape:
         self._ops = []
         self._watched = set()
 
-    def _backward(self, targets, cotangents, sources, unconnected):
+    def _backward(self, targets, cotangents, sources, unconnected, sparse=False):
         source_ids = [s._id for s in sources]
         keep = set(source_ids)
         reach = keep & self._watched  # an unwatched source has no gradient, even if an op read it
@@ -298,17 +309,22 @@ class GradientTape:
             if not reach.isdisjoint(op._in_ids):
                 active.append(op)
                 reach.update(op._float_out)
-        saved = _state.reach, _state.backward_tape, _state.grad_op
+        saved = _state.reach, _state.backward_tape, _state.grad_op, _state.sparse_ids
         _state.reach, _state.backward_tape = reach, self
+        # IndexedSlices only for Variables, and only while no tape records this pass (a
+        # gradient of the gradient then differentiates dense ops, as before)
+        _state.sparse_ids = frozenset(
+            [s._id for s in sources if s._variable]
+            if sparse and all(t._observer for t in _state.tapes) else ())
         try:
             grads = self._reverse(active, reach, keep, targets, cotangents)
             if HOOKS:
                 produced = {i for op in active for i in op._out_ids}
                 for i in keep - produced:  # leaves: their gradient is complete only now
                     if i in HOOKS and grads.get(i) is not None:
-                        grads[i] = run_hooks(i, grads[i])
+                        grads[i] = run_hooks(i, _dense(grads[i]))
         finally:
-            _state.reach, _state.backward_tape, _state.grad_op = saved
+            _state.reach, _state.backward_tape, _state.grad_op, _state.sparse_ids = saved
         result = []
         for s in sources:
             g = grads.get(s._id)
@@ -378,7 +394,8 @@ class GradientTape:
                     if gs._value.shape != x._value.shape or gs._value.dtype is not x._value.dtype:
                         gs = check_gradient(op, 0, x, gs, fn)
                     prev = grads.get(iid)
-                    grads[iid] = gs if prev is None else ops.add(prev, gs)
+                    grads[iid] = gs if prev is None else (
+                        ops.add(prev, gs) if type(prev) is Tensor else _add(prev, gs))
                 continue
             if type(gs) is not tuple or len(gs) != len(in_ids):
                 gs = as_gradient_list(gs, op, fn)
@@ -389,12 +406,28 @@ class GradientTape:
                 if g is None:
                     continue
                 x = op.inputs[k]
-                if type(g) is not Tensor or g._value.shape != x._value.shape or (
+                if getattr(g, "_sparse", False):  # IndexedSlices: kept if they fit x
+                    if g.dense_shape != tuple(x.shape) or g.dtype != x.dtype:
+                        g = check_gradient(op, k, x, g._dense(), fn)
+                elif type(g) is not Tensor or g._value.shape != x._value.shape or (
                         g._value.dtype is not x._value.dtype):
                     g = check_gradient(op, k, x, g, fn)
                 prev = grads.get(iid)
-                grads[iid] = g if prev is None else ops.add(prev, g)
+                grads[iid] = g if prev is None else _add(prev, g)
         return grads
+
+
+def _dense(g):
+    """``g`` as a Tensor (an IndexedSlices made dense)."""
+    return g._dense() if getattr(g, "_sparse", False) else g
+
+
+def _add(a, b):
+    """The sum of two gradients of one tensor: two IndexedSlices concatenate their rows
+    (TensorFlow's aggregation), with a dense one they are made dense first."""
+    if getattr(a, "_sparse", False) and getattr(b, "_sparse", False):
+        return a._concat(b)
+    return ops.add(_dense(a), _dense(b))
 
 
 def _zeros_for(o):

@@ -169,6 +169,8 @@ def _raw(a):
             return _backend.asarray(a)
     elif getattr(a, "_dropped", False):  # a placeholder of a record that did not keep a tensor
         a.numpy()  # raises, saying which op and what to do
+    elif getattr(a, "_sparse", False):  # IndexedSlices (ops.indexing): its dense array
+        return a._dense()._value
     return a
 
 

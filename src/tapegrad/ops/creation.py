@@ -267,7 +267,8 @@ def constant(value, dtype=None, *, default_float=None) -> Tensor:
 
 
 def convert_to_tensor(value, dtype=None, *, default_float=None) -> Tensor:
-    """Return ``value`` unchanged if it is a Tensor (or Variable) of ``dtype``, else
+    """Return ``value`` unchanged if it is a Tensor (or Variable) of ``dtype``; an
+    :class:`~tapegrad.IndexedSlices` made dense (recorded, differentiable in its values); else
     :func:`constant`.
 
     Raises ``TypeError`` if ``value`` is a Tensor of a different dtype (cast with ``astype``).
@@ -279,6 +280,8 @@ def convert_to_tensor(value, dtype=None, *, default_float=None) -> Tensor:
                 f"{dtype}; use tg.astype(x, dtype) to cast"
             )
         return value
+    if getattr(value, "_sparse", False):  # IndexedSlices (ops.indexing)
+        return convert_to_tensor(value._dense(), dtype)
     return constant(value, dtype, default_float=default_float)
 
 

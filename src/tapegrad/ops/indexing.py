@@ -24,12 +24,13 @@ from .._backend import kernel as _kernel
 from .._backend import namespace as _ns
 from .._backend import register_kernel as _register_kernel
 from .._registry import RegisterGradient, RegisterJVP, Sample, primitive
+from .._pytree import register_pytree_node
 from .._tensor import Tensor
 from .._variables import Variable
 from ._jvp import linear_jvp
-from .creation import zeros_like
+from .creation import convert_to_tensor, zeros_like
 from .elementwise import where
-from .manipulation import reshape
+from .manipulation import concat, reshape
 from .reductions import _sum_to
 
 _IDX = np.asarray
@@ -199,9 +200,21 @@ RegisterJVP("GetItem")(linear_jvp)
 
 @RegisterGradient("GetItem")
 def _getitem_grad(op, dy):
-    # d x[key] / dx: scatter the cotangent back to the positions read, summing repeats
+    # d x[key] / dx: scatter the cotangent back to the positions read, summing repeats; rows
+    # of a Variable that GradientTape.gradient asks for: IndexedSlices (TensorFlow's
+    # ResourceGather gradient), unless a tape records this pass (_records.sparse_ids)
     x = op.inputs[0]
-    return _scatter_add(dy, shape=x.shape, key=op.attrs["key"])
+    key = op.attrs["key"]
+    if op._in_ids[0] in _records._state.sparse_ids:
+        rows = key[0] if type(key) is tuple and len(key) == 1 else key
+        if hasattr(rows, "dtype") and _backend.np_dtype(rows.dtype).kind in "iu":
+            xp = _ns(rows)
+            rows = xp.reshape(rows, (-1,))
+            if _backend.np_dtype(rows.dtype).kind == "i":  # negative rows count from the end
+                rows = xp.where(rows < 0, rows + x.shape[0], rows)
+            return IndexedSlices(reshape(dy, (rows.shape[0],) + tuple(x.shape[1:])),
+                                 Tensor(rows), tuple(x.shape))
+    return _scatter_add(dy, shape=x.shape, key=key)
 
 
 def _describe(key) -> str:
@@ -244,6 +257,124 @@ RegisterJVP("ScatterAdd")(linear_jvp)
 @RegisterGradient("ScatterAdd")
 def _scatter_add_grad(op, dy):
     return _getitem(dy, key=op.attrs["key"])
+
+
+class IndexedSlices:
+    """Rows of a dense tensor, TensorFlow's ``tf.IndexedSlices``: the tensor of shape
+    ``dense_shape`` that is zero except for ``values[i]`` added at row ``indices[i]``
+    (repeated indices add up). What ``GradientTape.gradient`` returns for a Variable whose
+    value reaches the target only through row gathers (``tg.nn.embedding_lookup``,
+    ``tg.take(v, ids, axis=0)``, ``v[ids]``), as TensorFlow's ``ResourceGather`` gradient.
+
+    values: a tensor of shape ``(k,) + dense_shape[1:]``; indices: integers of shape ``(k,)``
+    in ``[0, dense_shape[0])``; dense_shape: a tuple of ints (a list or 1-d tensor is
+    converted), or None when unknown (then it cannot be made dense). Attributes: ``values``,
+    ``indices`` (Tensors), ``dense_shape`` (a tuple, where TensorFlow holds a tensor),
+    ``dtype`` (the values'), ``shape`` (``dense_shape``). It becomes the dense Tensor on
+    demand: :func:`tapegrad.convert_to_tensor`, ``np.asarray``, arithmetic with a number or
+    Tensor (``+ - * /``; ``-s`` stays sparse) and any op given it as an input (there as a
+    constant); the conversion is ``ScatterAdd`` (differentiable in ``values``). A pytree
+    (children ``values``, ``indices``), so ``tg.function`` traces and returns it.
+
+    Raises ``TypeError`` for non-integer indices, ``ValueError`` when the shapes do not fit
+    (indices not 1-d, ``len(values) != len(indices)``, ``values.shape[1:] !=
+    dense_shape[1:]``).
+    """
+
+    _sparse = True  # the protocol by which the core and convert_to_tensor know it
+
+    def __init__(self, values, indices, dense_shape=None):
+        values, indices = convert_to_tensor(values), convert_to_tensor(indices)
+        if indices.dtype.kind not in "iu":
+            raise TypeError(f"IndexedSlices: indices must be integers, got dtype "
+                            f"{indices.dtype}")
+        if dense_shape is not None:
+            dense_shape = tuple(int(d) for d in (dense_shape.numpy().tolist() if isinstance(
+                dense_shape, Tensor) else dense_shape))
+        where_ = f"IndexedSlices(values of shape {values.shape}, indices of shape " \
+                 f"{indices.shape}, dense_shape={dense_shape})"
+        if indices.ndim != 1 or values.ndim < 1 or values.shape[0] != indices.shape[0]:
+            raise ValueError(f"{where_}: indices must be 1-d and values must have one row per "
+                             "index (values.shape[0] == len(indices))")
+        if dense_shape is not None and (not dense_shape or values.shape[1:] != dense_shape[1:]):
+            raise ValueError(f"{where_}: each row of values must have the shape of a row of "
+                             "the dense tensor (values.shape[1:] == dense_shape[1:])")
+        self.values, self.indices, self.dense_shape = values, indices, dense_shape
+
+    @property
+    def dtype(self):
+        """The dtype of ``values`` (and of the dense tensor)."""
+        return self.values.dtype
+
+    @property
+    def shape(self):
+        """The dense shape (a tuple; None when unknown)."""
+        return self.dense_shape
+
+    def _dense(self) -> Tensor:
+        """The dense Tensor: ``values`` scatter-added into zeros of ``dense_shape``."""
+        if self.dense_shape is None:
+            raise ValueError("IndexedSlices: cannot convert to a dense tensor without a "
+                             "dense_shape; create it with IndexedSlices(values, indices, "
+                             "dense_shape)")
+        return _scatter_add(self.values, shape=self.dense_shape, key=(self.indices._value,))
+
+    def _concat(self, other) -> "IndexedSlices":
+        """The sum of two IndexedSlices of one dense tensor: values and indices concatenated
+        (TensorFlow's aggregation of sparse gradients)."""
+        return IndexedSlices(concat([self.values, other.values]),
+                             concat([self.indices, _astype_like(other.indices, self.indices)]),
+                             self.dense_shape)
+
+    def __array__(self, dtype=None, copy=None):
+        out = np.asarray(self._dense())
+        return out if dtype is None else out.astype(dtype)
+
+    def __neg__(self):
+        return IndexedSlices(-self.values, self.indices, self.dense_shape)
+
+    def __add__(self, other):
+        return self._dense() + other
+
+    def __radd__(self, other):
+        return other + self._dense()
+
+    def __sub__(self, other):
+        return self._dense() - other
+
+    def __rsub__(self, other):
+        return other - self._dense()
+
+    def __mul__(self, other):
+        return self._dense() * other
+
+    def __rmul__(self, other):
+        return other * self._dense()
+
+    def __truediv__(self, other):
+        return self._dense() / other
+
+    def __repr__(self):
+        return (f"IndexedSlices(indices={self.indices!r}, values={self.values!r}, "
+                f"dense_shape={self.dense_shape})")
+
+
+def _astype_like(x, like):
+    """``x`` cast to ``like``'s dtype when they differ (index arrays of two slices)."""
+    if x.dtype == like.dtype:
+        return x
+    return Tensor(_ns(x._value).astype(x._value, like._value.dtype))
+
+
+def _unflatten_slices(dense_shape, children):
+    s = object.__new__(IndexedSlices)  # leaves may be anything a tree function puts there
+    s.values, s.indices = children
+    s.dense_shape = dense_shape
+    return s
+
+
+register_pytree_node(IndexedSlices, lambda s: ((s.values, s.indices), s.dense_shape),
+                     _unflatten_slices)
 
 
 def _axis(fn, axis, ndim):
@@ -414,4 +545,4 @@ def setitem(x, key, value, /):
     _records.update_in_place(x, lambda old: _scatter_update(old, value, key=key))
 
 
-__all__ = ["take", "take_along_axis"]
+__all__ = ["take", "take_along_axis", "IndexedSlices"]
