@@ -316,6 +316,17 @@ def _numpy_scatter_add(shape, dtype, key, values):
 register_kernel("numpy", "scatter_add", _numpy_scatter_add)
 
 
+def _numpy_index_add(x, key, values):
+    # a copy of x with values added at key (repeats accumulate): an optimizer's row update
+    out = np.array(x, copy=True)
+    np.add.at(out, key, values)
+    return out
+
+
+
+register_kernel("numpy", "index_add", _numpy_index_add)
+
+
 def xp_dtype(xp, dtype):
     """``dtype`` as namespace ``xp``'s own dtype object (``None`` stays ``None``).
 

@@ -400,6 +400,23 @@ class Variable(DeviceTensor):
         return (isinstance(d, (np.ndarray, np.generic, int, float))
                 and np.shape(d) in (v.shape, ()) and np.result_type(v, d) == v.dtype)
 
+    def _update_rows(self, indices, values, add=True):
+        """``self[indices] += values`` (repeated indices accumulate), or with ``add=False``
+        ``self[indices] = values`` (indices distinct; an out-of-range index of JAX's padding
+        is dropped), on backend arrays of the Variable's library and dtype: an optimizer's
+        update of the rows of an ``IndexedSlices`` gradient. In place when only this Variable
+        holds its NumPy array (as :meth:`assign_sub`), else a new array."""
+        v = self._value
+        if type(v) is np.ndarray and sys.getrefcount(v) <= _ALONE_REFS and v.flags.writeable:
+            if add:
+                np.add.at(v, indices, values)
+            else:
+                v[indices] = values
+            return self
+        xp = _backend.namespace(v)
+        return self._set(_backend.kernel(xp, "index_add" if add else "scatter_update")(
+            v, (indices,), values))
+
     def _refs(self) -> int:  # the reference count _alone sees when nothing else holds the array
         v = self._value
         return sys.getrefcount(v)

@@ -31,6 +31,23 @@ def scatter_update(x, key, v):
     return x.at[key].set(v)
 
 
+def index_add(x, key, values):
+    """``x`` with ``values`` added at ``key`` (``.at[key].add``; repeats accumulate)."""
+    return x.at[key].add(values)
+
+
+def unique_rows(indices, values, n):
+    """``(unique, summed)``: the distinct ``indices`` and the rows of ``values`` summed per
+    index, padded to ``len(indices)`` with index ``n`` (out of range: ``.at`` updates drop
+    it) and zero rows, so that the shapes are static under ``jax.jit``."""
+    import jax.numpy as jnp
+
+    k = indices.shape[0]
+    unique, inverse = jnp.unique(indices, size=k, fill_value=n, return_inverse=True)
+    summed = jnp.zeros((k,) + values.shape[1:], values.dtype).at[inverse.reshape(-1)].add(values)
+    return unique, summed
+
+
 def eigh(x):
     """``jax.numpy.linalg.eigh`` of the lower triangle."""
     import jax.numpy as jnp
@@ -61,4 +78,5 @@ def optimization_barrier(xs):
 
 
 KERNELS = {"optimization_barrier": optimization_barrier, "erf": erf, "scatter_add": scatter_add, "scatter_update": scatter_update,
+           "index_add": index_add, "unique_rows": unique_rows,
            "eigh": eigh, "eigvalsh": eigvalsh, "cholesky": cholesky}

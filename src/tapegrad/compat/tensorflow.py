@@ -112,6 +112,7 @@ Variable = type("Variable", (_tg.Variable,), {
     "__slots__": (), "_default_float": _f32, "__module__": __name__, "__init__": _variable_init,
     "value": _tg.Variable.read_value,  # TensorFlow's name for a read of the current value
 })
+IndexedSlices = _tg.IndexedSlices  # a Variable's row-gather gradient (tapegrad.ops.indexing)
 autodiff = types.SimpleNamespace(GradientTape=GradientTape,
                                  ForwardAccumulator=_tg.ForwardAccumulator)
 grad_pass_through = _tg.straight_through

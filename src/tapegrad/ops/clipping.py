@@ -15,6 +15,7 @@ from .._tensor import Tensor
 from .creation import convert_to_tensor
 from .elementwise import astype, maximum, minimum, sqrt, where
 from .creation import ones_like
+from .indexing import IndexedSlices
 from .reductions import sum as _sum
 
 
@@ -60,9 +61,13 @@ def clip_by_norm(t, clip_norm, axes=None, name=None):
     ``t``) or an int or sequence of ints (one norm per slice, broadcast back). Result: ``t``'s
     shape and dtype. Raises ``ValueError`` for a negative ``clip_norm``. Gradient: of that
     formula, with the norm computed as TensorFlow does (``where(s > 0, sqrt(s), s)`` on a
-    safe argument), so an all-zero ``t`` has a finite gradient.
+    safe argument), so an all-zero ``t`` has a finite gradient. An
+    :class:`~tapegrad.IndexedSlices` ``t`` gives IndexedSlices with its ``values`` clipped
+    (TensorFlow's rule: the norm of the values, repeated indices not summed first).
     """
     _check_clip_norm("clip_by_norm", clip_norm)
+    if isinstance(t, IndexedSlices):
+        return IndexedSlices(clip_by_norm(t.values, clip_norm, axes), t.indices, t.dense_shape)
     t = convert_to_tensor(t)
     axis = tuple(axes) if isinstance(axes, (list, tuple)) else axes
     l2sum = _sum(t * t, axis=axis, keepdims=True)
@@ -75,7 +80,8 @@ def _tensor_list(fn, t_list):
     if not isinstance(t_list, (list, tuple)):
         raise TypeError(f"{fn}: t_list should be a list or tuple of tensors, got "
                         f"{type(t_list).__name__}")
-    return [None if t is None else convert_to_tensor(t) for t in t_list]
+    return [t if t is None or isinstance(t, IndexedSlices) else convert_to_tensor(t)
+            for t in t_list]
 
 
 def global_norm(t_list, name=None):
@@ -85,9 +91,12 @@ def global_norm(t_list, name=None):
     t_list: a list or tuple of floating tensors of any shapes. Result: a 0-d tensor (the
     promoted dtype). Raises ``TypeError`` if ``t_list`` is not a list or tuple,
     ``ValueError`` if it holds no tensor. Gradient: ``t / global_norm`` for each ``t``
-    (infinite or NaN where all are zero, as ``sqrt`` at 0, as in TensorFlow).
+    (infinite or NaN where all are zero, as ``sqrt`` at 0, as in TensorFlow). Of an
+    :class:`~tapegrad.IndexedSlices` its ``values`` count (TensorFlow's rule; repeated indices
+    are not summed first).
     """
-    ts = [t for t in _tensor_list("global_norm", t_list) if t is not None]
+    ts = [t.values if isinstance(t, IndexedSlices) else t
+          for t in _tensor_list("global_norm", t_list) if t is not None]
     if not ts:
         raise ValueError("global_norm: t_list holds no tensors (only None entries or none at "
                          "all)")
@@ -107,14 +116,22 @@ def clip_by_global_norm(t_list, clip_norm, use_norm=None, name=None):
     or ``None`` (passed through as ``None``); clip_norm: a non-negative scalar; use_norm: the
     global norm to use instead of computing it. Returns ``(list_clipped, global_norm)``.
     Raises ``TypeError`` if ``t_list`` is not a list or tuple, ``ValueError`` for a negative
-    ``clip_norm`` or a list without tensors. Differentiable (compositions of ops).
+    ``clip_norm`` or a list without tensors. Differentiable (compositions of ops). An
+    :class:`~tapegrad.IndexedSlices` stays one, its ``values`` scaled (TensorFlow's rule).
     """
     _check_clip_norm("clip_by_global_norm", clip_norm)
     ts = _tensor_list("clip_by_global_norm", t_list)
     norm = global_norm(ts) if use_norm is None else convert_to_tensor(use_norm)
     inv_clip = 1.0 / clip_norm if isinstance(clip_norm, Tensor) or clip_norm else math.inf
     scale = clip_norm * minimum(1.0 / norm, inv_clip) + (norm - norm)
-    return [None if t is None else t * astype(scale, t.dtype, copy=False) for t in ts], norm
+    out = []
+    for t in ts:
+        if isinstance(t, IndexedSlices):
+            out.append(IndexedSlices(t.values * astype(scale, t.dtype, copy=False), t.indices,
+                                     t.dense_shape))
+        else:
+            out.append(None if t is None else t * astype(scale, t.dtype, copy=False))
+    return out, norm
 
 
 __all__ = ["clip_by_value", "clip_by_norm", "global_norm", "clip_by_global_norm"]

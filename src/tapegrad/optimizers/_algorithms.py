@@ -19,6 +19,7 @@ import warnings
 import numpy as np
 
 from .. import _backend
+from .._backend import kernel as _kernel
 from .._backend import namespace as _ns
 from .._tape import GradientTape
 from .._tensor import Tensor
@@ -234,7 +235,14 @@ class Optimizer:
 
         ``grads_and_vars``: an iterable of ``(gradient, variable)`` pairs, e.g.
         ``zip(grads, variables)``; a gradient is a Tensor or backend array of the variable's
-        shape (cast to its dtype if needed). ``None`` gradients are skipped with a
+        shape (cast to its dtype if needed), or an :class:`~tapegrad.IndexedSlices` of that
+        dense shape: with plain :class:`SGD` and ``Adam(lazy=True)`` only its rows are updated
+        (repeated indices summed), as Keras 3's TensorFlow backend updates with
+        ``scatter_sub``; the other algorithms (and SGD with momentum, Adam without ``lazy``)
+        make it dense first, as Keras 3 does (their moments decay on every row). Clipping of
+        IndexedSlices uses the norms of their values (TensorFlow's ``clip_by_norm`` and
+        ``global_norm`` of IndexedSlices; duplicate indices are not summed first); weight
+        decay is dense. ``None`` gradients are skipped with a
         ``UserWarning`` naming the variables. ``iterations`` is incremented once and returned.
         Lazy gradients (Dask) are evaluated together, in one graph, before any update.
 
@@ -252,20 +260,29 @@ class Optimizer:
                 missing.append(v.name)
                 continue
             variables.append(v)
+            if getattr(g, "_sparse", False):  # IndexedSlices: its rows
+                if g.dense_shape != v.shape:
+                    raise ValueError(f"{self.name}.apply_gradients: the IndexedSlices gradient "
+                                     f"for Variable {v.name!r} has dense_shape {g.dense_shape} "
+                                     f"but the variable has shape {v.shape}; gradients must "
+                                     "have their variable's shape (check the order of the "
+                                     "pairs)")
+                g = _Rows(g.indices._value, g.values._value)
             grads.append(g._value if isinstance(g, Tensor) else g)
         values = [v._value for v in variables]
-        grads = _backend.materialize(grads, values)  # lazy ones (Dask): one graph
-        for k, (v, value, g) in enumerate(zip(variables, values, grads)):
+        arrays = _backend.materialize(  # lazy ones (Dask): one graph
+            [g.values if type(g) is _Rows else g for g in grads], values)
+        for k, (v, value, g) in enumerate(zip(variables, values, arrays)):
             if type(g) is not type(value):  # a list, or an array of another library
                 g = _backend.asarray(g, xp=_ns(value))
-            if g.shape != value.shape:
+            if type(grads[k]) is not _Rows and g.shape != value.shape:
                 raise ValueError(f"{self.name}.apply_gradients: the gradient for Variable "
                                  f"{v.name!r} has shape {tuple(g.shape)} but the variable has "
                                  f"shape {tuple(value.shape)}; gradients must have their "
                                  "variable's shape (check the order of the pairs)")
             if g.dtype != value.dtype:
                 g = _ns(value).astype(g, value.dtype)  # same library: dtypes compare
-            grads[k] = g
+            grads[k] = _Rows(grads[k].indices, g) if type(grads[k]) is _Rows else g
         if missing:
             if not variables:
                 raise ValueError(f"{self.name}.apply_gradients: no gradients provided for any "
@@ -281,6 +298,11 @@ class Optimizer:
         return self.iterations
 
     def _clip_gradients(self, grads):
+        """``grads`` clipped; the rows of IndexedSlices (``_Rows``) by their values."""
+        out = self._clip_arrays([g.values if type(g) is _Rows else g for g in grads])
+        return [_Rows(g.indices, a) if type(g) is _Rows else a for g, a in zip(grads, out)]
+
+    def _clip_arrays(self, grads):
         if self.clipnorm is not None:
             out = []
             for g in grads:
@@ -317,12 +339,24 @@ class Optimizer:
                 lr_v = self._cast("lr", lr, v._value)
                 if self._decays(v):
                     v.assign(v._value - v._value * self.weight_decay * lr_v)
+                if type(g) is _Rows:
+                    if self._update_rows(v, g, lr_v):
+                        continue
+                    # Keras 3: a dense update from the dense gradient
+                    g = _kernel(_ns(g.values), "scatter_add")(v.shape, g.values.dtype,
+                                                              (g.indices,), g.values)
                 self._update(v, v._value, g, lr_v)  # no reference kept here (see SGD)
         finally:  # keep no arrays (or tracers of a compiled step) between steps
             self._casts, self._t = {}, None
 
     def _update(self, variable, value, gradient, learning_rate):
         raise NotImplementedError(f"{type(self).__name__} must implement _update")
+
+    def _update_rows(self, variable, rows, learning_rate) -> bool:
+        """Update ``variable`` from the rows of an IndexedSlices gradient (``rows.indices``,
+        ``rows.values``, backend arrays) and return True; False (the default) has the step
+        made dense instead."""
+        return False
 
     def minimize(self, loss, var_list, tape=None):
         """Compute the gradients of ``loss`` wrt ``var_list`` and apply them; returns None.
@@ -372,6 +406,29 @@ class Optimizer:
         return cls(**config)
 
 
+def _unique_rows(rows, n):
+    """``(indices, values)``: the distinct indices of ``rows`` and its values summed per
+    index (JAX: padded to a static length with index ``n``, dropped by the row updates)."""
+    xp = _ns(rows.values)
+    own = _backend.own_kernel(xp, "unique_rows")
+    if own is not None:
+        return own(rows.indices, rows.values, n)
+    unique, inverse = xp.unique_inverse(rows.indices)
+    shape = (unique.shape[0],) + tuple(rows.values.shape[1:])
+    return unique, _kernel(xp, "scatter_add")(shape, rows.values.dtype,
+                                              (xp.reshape(inverse, (-1,)),), rows.values)
+
+
+class _Rows:
+    """The rows of an IndexedSlices gradient as backend arrays: ``indices`` (k,), ``values``
+    (k, ...) of the variable's library and dtype."""
+
+    __slots__ = ("indices", "values")
+
+    def __init__(self, indices, values):
+        self.indices, self.values = indices, values
+
+
 def _betas(owner, beta_1, beta_2):
     return (_number(owner, "beta_1", beta_1, 0.0, 1.0, high_open=True),
             _number(owner, "beta_2", beta_2, 0.0, 1.0, high_open=True))
@@ -406,6 +463,14 @@ class SGD(Optimizer):
         slot.assign(m)
         variable.assign_add(self.momentum * m - step if self.nesterov else m)
 
+    def _update_rows(self, variable, rows, lr):
+        # without momentum: w[indices] -= lr * values (Keras 3's scatter_sub); the momentum
+        # decays on every row, so with it the step is dense, as in Keras 3
+        if self.momentum != 0.0:
+            return False
+        variable._update_rows(rows.indices, -(lr * rows.values))
+        return True
+
     def _hyperparameters(self):
         return {"momentum": self.momentum, "nesterov": self.nesterov}
 
@@ -420,18 +485,28 @@ class Adam(Optimizer):
     outside the square root, after the bias correction). With ``amsgrad=True`` (Reddi et al.
     2018, "On the Convergence of Adam and Beyond") the slot ``velocity_hat``
     ``v_hat = max(v_hat, v)`` replaces ``v`` in the last step. Base arguments as
-    :class:`Optimizer`. Raises ``ValueError`` unless ``0 <= beta_1, beta_2 < 1`` and
+    :class:`Optimizer`.
+
+    An :class:`~tapegrad.IndexedSlices` gradient is made dense (Keras 3's and TensorFlow's
+    semantics: the moments of every row decay each step, so every row moves). With
+    ``lazy=True`` the update is row-sparse instead ("lazy Adam", TensorFlow Addons'
+    ``LazyAdam``): only the rows at the gradient's indices (repeated ones summed first) update
+    their moments and weights, by the formulas above; other rows keep theirs. The two agree
+    while every step's indices cover all the rows any earlier step touched (e.g. on the first
+    step, or with the same ids each step); otherwise lazy Adam differs, by design. Dense
+    gradients are unaffected by ``lazy``. Raises ``ValueError`` unless ``0 <= beta_1, beta_2 < 1`` and
     ``epsilon >= 0``.
     """
 
     def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-7,
                  amsgrad=False, weight_decay=None, clipnorm=None, clipvalue=None,
-                 global_clipnorm=None, name=None):
+                 global_clipnorm=None, name=None, lazy=False):
         super().__init__(learning_rate, weight_decay, clipnorm, clipvalue, global_clipnorm, name)
         owner = type(self).__name__
         self.beta_1, self.beta_2 = _betas(owner, beta_1, beta_2)
         self.epsilon = _number(owner, "epsilon", epsilon, 0.0)
         self.amsgrad = bool(amsgrad)
+        self.lazy = bool(lazy)
         self._slot_inits = dict.fromkeys(
             ["momentum", "velocity"] + ["velocity_hat"] * self.amsgrad, 0.0)
 
@@ -451,9 +526,30 @@ class Adam(Optimizer):
             hat.assign(v)
         variable.assign_sub(m * alpha / (xp.sqrt(v) + self.epsilon))
 
+    def _update_rows(self, variable, rows, lr):
+        # lazy Adam: _update's formulas on the rows at the (distinct) indices only
+        if not self.lazy:
+            return False
+        idx, g = _unique_rows(rows, variable.shape[0])
+        xp = _ns(g)
+        t = self._cast("t", self._t, g)
+        alpha = lr * xp.sqrt(1.0 - self.beta_2 ** t) / (1.0 - self.beta_1 ** t)
+        m_slot, v_slot = self._slot(variable, "momentum"), self._slot(variable, "velocity")
+        m, v = xp.take(m_slot._value, idx, axis=0), xp.take(v_slot._value, idx, axis=0)
+        m = m + (g - m) * (1.0 - self.beta_1)
+        v = v + (g * g - v) * (1.0 - self.beta_2)
+        m_slot._update_rows(idx, m, add=False)
+        v_slot._update_rows(idx, v, add=False)
+        if self.amsgrad:
+            hat = self._slot(variable, "velocity_hat")
+            v = xp.maximum(xp.take(hat._value, idx, axis=0), v)
+            hat._update_rows(idx, v, add=False)
+        variable._update_rows(idx, -(m * alpha / (xp.sqrt(v) + self.epsilon)))
+        return True
+
     def _hyperparameters(self):
         return {"beta_1": self.beta_1, "beta_2": self.beta_2, "epsilon": self.epsilon,
-                "amsgrad": self.amsgrad}
+                "amsgrad": self.amsgrad, "lazy": self.lazy}
 
 
 class AdamW(Adam):
@@ -469,12 +565,12 @@ class AdamW(Adam):
 
     def __init__(self, learning_rate=0.001, weight_decay=0.004, beta_1=0.9, beta_2=0.999,
                  epsilon=1e-7, amsgrad=False, clipnorm=None, clipvalue=None,
-                 global_clipnorm=None, name=None):
+                 global_clipnorm=None, name=None, lazy=False):
         if weight_decay is None:
             raise ValueError("AdamW: argument `weight_decay` must be a float. Received: "
                              "weight_decay=None (use Adam for no weight decay)")
         super().__init__(learning_rate, beta_1, beta_2, epsilon, amsgrad, weight_decay,
-                         clipnorm, clipvalue, global_clipnorm, name)
+                         clipnorm, clipvalue, global_clipnorm, name, lazy)
 
 
 class RMSprop(Optimizer):
