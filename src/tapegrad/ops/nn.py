@@ -695,8 +695,10 @@ def embedding_lookup(params, ids, max_norm=None, name=None):
     (``clip_by_norm`` over the ``E`` axes, as TensorFlow). Result: shape ``B + E``. Raises
     ``TypeError`` for non-integer ids or a list of several tensors, ``ValueError`` for an id
     outside ``[0, N)`` (checked when the ids are concrete). Gradient wrt params: the
-    cotangent scatter-added into zeros of ``params``' shape (repeated ids accumulate; a dense
-    tensor, where TensorFlow gives ``IndexedSlices``); to any order (the gather's).
+    cotangent scatter-added into zeros of ``params``' shape (repeated ids accumulate); for a
+    Variable, ``GradientTape.gradient`` gives it as :class:`~tapegrad.IndexedSlices` (the
+    rows' cotangents at ``ids``, as TensorFlow) when this is its only use; to any order (the
+    gather's).
     """
     if isinstance(params, (list, tuple)):
         if len(params) != 1:
