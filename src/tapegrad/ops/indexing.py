@@ -271,7 +271,7 @@ class IndexedSlices:
     converted), or None when unknown (then it cannot be made dense). Attributes: ``values``,
     ``indices`` (Tensors), ``dense_shape`` (a tuple, where TensorFlow holds a tensor),
     ``dtype`` (the values'), ``shape`` (``dense_shape``). It becomes the dense Tensor on
-    demand: :func:`tapegrad.convert_to_tensor`, ``np.asarray``, arithmetic with a number or
+    demand: :func:`tapegrad.convert_to_tensor`, ``np.asarray``, ``.numpy()``, arithmetic with a number or
     Tensor (``+ - * /``; ``-s`` stays sparse) and any op given it as an input (there as a
     constant); the conversion is ``ScatterAdd`` (differentiable in ``values``). A pytree
     (children ``values``, ``indices``), so ``tg.function`` traces and returns it.
@@ -325,6 +325,11 @@ class IndexedSlices:
         return IndexedSlices(concat([self.values, other.values]),
                              concat([self.indices, _astype_like(other.indices, self.indices)]),
                              self.dense_shape)
+
+    def numpy(self) -> np.ndarray:
+        """The dense tensor as a NumPy array (TensorFlow's IndexedSlices has no ``numpy``;
+        here code written for dense gradients keeps working)."""
+        return self._dense().numpy()
 
     def __array__(self, dtype=None, copy=None):
         out = np.asarray(self._dense())
