@@ -236,3 +236,19 @@ def test_bad_input_errors():
                                          r"\(5, 3\)"):
         tg.optimizers.SGD().apply_gradients([(wrong, v)])
     np.testing.assert_array_equal(v.numpy(), 0.0)  # nothing updated
+
+
+def test_minimize_takes_the_sparse_gradient_as_the_users_tape_does():
+    # optimizer.minimize computes the gradient for the user: rows stay IndexedSlices
+    seen = []
+
+    class Spy(tg.optimizers.SGD):
+        def apply_gradients(self, grads_and_vars):
+            pairs = list(grads_and_vars)
+            seen.extend(type(g).__name__ for g, _ in pairs)
+            return super().apply_gradients(pairs)
+
+    v = tg.Variable(W0)
+    Spy(0.05).minimize(lambda: _loss(v), [v])
+    assert seen == ["IndexedSlices"]
+    np.testing.assert_allclose(v.numpy(), W0 - 0.05 * _dense_expected(W0), rtol=1e-6)

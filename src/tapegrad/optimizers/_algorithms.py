@@ -376,7 +376,8 @@ class Optimizer:
         if callable(var_list):
             var_list = var_list()
         var_list = list(var_list)
-        grads = tape.gradient(loss, var_list)
+        # as the user's own tape.gradient: embedding rows' gradients stay IndexedSlices
+        grads = tape._gradient(loss, var_list, None, "none", sparse=True)
         self.apply_gradients(zip(grads, var_list))
 
     # --- configuration ----------------------------------------------------------------------
