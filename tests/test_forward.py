@@ -9,7 +9,7 @@ import pytest
 import tapegrad as tg
 from conftest import on_strict_first_samples
 from test_registry_gradients import (_cases, _is_builtin, compiled_modes, complex_cases,
-                                     complex_sample, floating_outputs, unbounded_while)
+                                     complex_sample, floating_outputs)
 
 _ZERO = tg.UnconnectedGradients.ZERO
 
@@ -132,10 +132,7 @@ def _check_jvps(op_type, args, attrs, positions, rng, monkeypatch, compiled=Fals
             piece = piece[0::2] + 1j * piece[1::2]
         us.append(tg.constant(piece.reshape(y.shape).astype(y.dtype)))
         start += n
-    if compiled and unbounded_while(op_type, attrs):  # needs the bound: a clear refusal
-        with pytest.raises(ValueError, match="needs a bound on its iterations"):
-            tape.gradient(ys, ts, output_gradients=us)
-    elif ys:
+    if ys:
         gs = tape.gradient(ys, ts, output_gradients=us, unconnected_gradients=_ZERO)
         rev = sum(_real_dot(g.numpy(), v) for g, v in zip(gs, vs))
         np.testing.assert_allclose(float(u @ jv), rev, rtol=tol, atol=tol)
@@ -194,10 +191,7 @@ def test_float32_gradients_and_jvps_keep_their_dtypes_and_shapes(op_type, index,
 
     f = floating_outputs(op_type, args, attrs, positions)  # the gradient sweep's function
     for compiled in compiled_modes(op_type):  # a construct compiled too (its rules run)
-        # a compiled While without a bound has no reverse mode (the refusal is checked in
-        # test_registry_gradients)
-        _check_float32(f, args, positions, wrong, op_type,
-                       compiled, not (compiled and unbounded_while(op_type, attrs)))
+        _check_float32(f, args, positions, wrong, op_type, compiled, True)
 
 
 def _check_float32(f, args, positions, wrong, op_type, compiled, reverse):

@@ -27,9 +27,11 @@ and the captures, and whose gradient and JVP are control-flow ops of tapegrad co
   registered gradients are respected inside loops, and since these gradients are tapegrad
   ops recorded as control flow in turn, they are differentiated again (second order).
 
-Reverse mode through a compiled ``while_loop`` needs ``maximum_iterations``: the loop then runs
-as a scan of that length whose step is a ``cond`` (the iterations after the exit do nothing).
-Without it the gradient raises ``ValueError``; forward mode always works.
+Reverse mode through a compiled ``while_loop`` with an int ``maximum_iterations`` runs it as a
+scan of that length whose step is a ``cond`` (the iterations after the exit do nothing);
+without one (or with a traced bound) the loop keeps ``checkpoints`` slots
+(``UNBOUNDED_WHILE_SLOTS`` by default) and its gradient replays from them, first order only.
+Forward mode always works.
 """
 from __future__ import annotations
 
@@ -853,6 +855,13 @@ def _switch_jvp(index, branches, captures, outs, ts, where):
 
 
 # --- while -----------------------------------------------------------------------------------
+# A compiled while_loop with no int maximum_iterations, differentiated in reverse mode, runs
+# as with checkpoints=Online(UNBOUNDED_WHILE_SLOTS): up to this many iterations it stores
+# every state (no recomputation); beyond, Online's levels recompute a few times (n = 1,000:
+# at most 3 sweeps of the body). TensorFlow differentiates such loops (keeping every state).
+UNBOUNDED_WHILE_SLOTS = 32
+
+
 def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names, slots=None):
     """The compiled while loop of ``cond_fn(vars) -> scalar bool Tensor`` and ``body_fn(vars)
     -> vars`` on a flat list of Tensors; ``slots``: the checkpoint slots of its gradient
@@ -869,6 +878,8 @@ def _while_flat(cond_fn, body_fn, loop_vars, maximum_iterations, where, names, s
 
     recording = any(t._differentiates and (not t._observer or getattr(t, "_transposed", False))
                     for t in _records.trace_entries())  # a tape, or JAX's transposable JVP
+    if recording and slots is None and not isinstance(maximum_iterations, int):
+        slots = UNBOUNDED_WHILE_SLOTS  # no fixed length: TensorFlow differentiates it anyway
     if slots is not None and recording:
         return _while_loop(cond_fn, checked_body, loop_vars, maximum_iterations, where, names,
                            slots=slots)
@@ -1526,15 +1537,15 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
         loop_vars: a tuple or list of Tensors or nested structures of them.
         shape_invariants: accepted for TensorFlow compatibility; shapes may not change.
         maximum_iterations: stop after this many iterations: an int or a 0-d integer Tensor
-            (TensorFlow's); needed for reverse mode through a compiled loop, where it must be
-            known when the loop is traced (an int, or a Tensor not computed from the
-            function's arguments: a traced one bounds the loop, but reverse mode then raises
-            the ``ValueError`` below).
+            (TensorFlow's). In reverse mode through a compiled loop an int bound makes the
+            loop a scan of that length (every state kept, any order); without one, or with
+            a traced bound, the loop runs as with ``checkpoints=UNBOUNDED_WHILE_SLOTS`` (32,
+            below), first order only.
         parallel_iterations, back_prop, swap_memory, name: accepted for compatibility.
         checkpoints: how reverse mode gets the state entering each iteration. ``None`` (or
             ``tg.checkpointing.EveryStep()``): eagerly the tape records every iteration;
-            compiled it needs ``maximum_iterations`` and keeps one state per iteration of
-            that bound. An int ``s`` (or ``tg.checkpointing.Online(s)`` / ``Revolve(s)``):
+            compiled, with an int ``maximum_iterations``, one state per iteration of that
+            bound, and without one as ``checkpoints=32``. An int ``s`` (or ``tg.checkpointing.Online(s)`` / ``Revolve(s)``):
             at most ``s`` loop states are stored, with no bound needed. Compiled, the loop
             stores them on :class:`tapegrad.checkpointing.Online`'s schedule (Wang, Moin &
             Iaccarino 2009's dynamic allocation, in a fixed buffer of ``s`` slots, while it
@@ -1551,8 +1562,9 @@ def while_loop(cond, body, loop_vars, shape_invariants=None, parallel_iterations
     Raises ``TypeError`` for a non-scalar or non-bool ``cond`` result, for a body whose
     results change structure, shape or dtype (naming the loop variable and both shapes), and
     for a ``checkpoints`` of another type; ``ValueError`` for a body that assigns a Variable
-    under ``checkpoints``; compiled reverse mode without ``maximum_iterations`` or
-    ``checkpoints`` raises ``ValueError`` at gradient time.
+    under ``checkpoints`` (or compiled under a recording tape with no int
+    ``maximum_iterations``); a compiled second-order gradient of a loop without an int
+    ``maximum_iterations`` raises ``ValueError`` at gradient time.
     """
     single = not isinstance(loop_vars, (list, tuple))
     init = (loop_vars,) if single else tuple(loop_vars)
