@@ -165,3 +165,122 @@ def test_saved_model_exports_a_method_traced_by_one_call(tmp_path):
 
 
 # --- integers under compat.tensorflow -------------------------------------------------------
+def test_integer_arithmetic_stays_int32_as_in_tensorflow():
+    c = tf.constant(7)
+    assert c.dtype == np.int32 and (c // 2).dtype == np.int32 and int(c // 2) == 3
+    r = tf.range(5) * 2
+    assert r.dtype == np.int32 and r.numpy().tolist() == [0, 2, 4, 6, 8]
+    s = tf.constant([1, 2]) + 1
+    assert s.dtype == np.int32 and s.numpy().tolist() == [2, 3]
+    m = tf.constant([[1, 2], [-3, -6]])
+    assert tf.reduce_sum(m).dtype == np.int32 and int(tf.reduce_sum(m)) == -6
+    assert tf.reduce_prod(m, 1).numpy().tolist() == [2, 18]
+    assert tf.reduce_prod(m).dtype == np.int32
+    mean = tf.reduce_mean(m, axis=1)  # TensorFlow's integer mean, rounded toward zero
+    assert mean.dtype == np.int32 and mean.numpy().tolist() == [1, -4]
+    assert tf.reduce_sum([1, 2]).dtype == np.int32  # a Python list: int32 first
+    cs = tf.cumsum(tf.constant([1, 2, 3]), exclusive=True)
+    assert cs.dtype == np.int32 and cs.numpy().tolist() == [0, 1, 3]
+    q = c / 2  # TensorFlow's truediv of int32: float64
+    assert q.dtype == np.float64 and float(q) == 3.5
+    assert tf.reduce_mean(tf.constant([1.0, 2.0])).dtype == np.float32
+    assert tg.constant(7).dtype == np.int64  # the core keeps its default
+
+
+# --- Variables: sliced and scatter assignments ------------------------------------------------
+class _Sparse:  # any object with .values and .indices (tf.IndexedSlices' protocol)
+    def __init__(self, values, indices):
+        self.values, self.indices = values, indices
+
+
+def _assignments(v):
+    v[1].assign([9.0, 9.0, 9.0, 9.0])
+    v[:, 0].assign(-1.0)
+    v[0, 1:3].assign_add(100.0)
+    v[2, 2:].assign_sub([1.0, 2.0])
+    v.scatter_nd_update(tg.constant([[0, 0], [2, 3]]), tg.constant([5.0, 6.0]))
+    v.scatter_nd_add(tg.constant([[0], [0]]), tg.ones((2, 4)))  # repeated rows accumulate
+    v.scatter_nd_sub(tg.constant([[1, 1]]), tg.constant([0.5]))
+    v.scatter_add(_Sparse(tg.ones((2, 4)), tg.constant([1, 1])))
+    v.scatter_sub(_Sparse(tg.ones((1, 4)), tg.constant([2])))
+    v.scatter_update(_Sparse(tg.zeros((1, 4)), tg.constant([1])))
+    return v * 1.0
+
+
+def _expected():
+    x = np.arange(12.0).reshape(3, 4)
+    x[1] = 9.0
+    x[:, 0] = -1.0
+    x[0, 1:3] += 100.0
+    x[2, 2:] -= [1.0, 2.0]
+    x[0, 0], x[2, 3] = 5.0, 6.0
+    x[0] += 2.0
+    x[1, 1] -= 0.5
+    x[1] += 2.0
+    x[2] -= 1.0
+    x[1] = 0.0
+    return x
+
+
+def test_sliced_and_scatter_assignments_eagerly_and_compiled():
+    v = tg.Variable(np.arange(12.0).reshape(3, 4))
+    np.testing.assert_array_equal(_assignments(v).numpy(), _expected())
+    np.testing.assert_array_equal(v.numpy(), _expected())
+    w = tg.Variable(np.arange(12.0).reshape(3, 4))
+    step = tg.function(_assignments)
+    np.testing.assert_array_equal(step(w).numpy(), _expected())
+    np.testing.assert_array_equal(w.numpy(), _expected())
+    part = v[1:3, 1]  # still a Tensor: reads, math and gradients as indexing
+    np.testing.assert_array_equal(part.numpy(), _expected()[1:3, 1])
+    with tg.GradientTape() as tape:
+        y = tg.sum(v[0] * 2.0)
+    np.testing.assert_array_equal(tape.gradient(y, v).numpy()[0], [2.0] * 4)
+
+
+def test_scatter_with_traced_indices_inside_tf_function():
+    w = tg.Variable(np.zeros(4))
+
+    @tg.function
+    def f(i, x):
+        w[1:3].assign(x)
+        w.scatter_nd_add(tg.reshape(i, (1, 1)), tg.constant([10.0]))
+        return w * 1.0
+
+    np.testing.assert_array_equal(f(tg.constant(0), tg.constant([1.0, 2.0])).numpy(),
+                                  [10.0, 1.0, 2.0, 0.0])
+    np.testing.assert_array_equal(f(tg.constant(3), tg.constant([3.0, 4.0])).numpy(),
+                                  [10.0, 3.0, 4.0, 10.0])
+    assert f.experimental_get_tracing_count() == 1
+
+
+def test_bad_sliced_and_scatter_assignments_say_what():
+    v = tg.Variable(np.zeros((3, 4)), name="v")
+    with pytest.raises(ValueError, match=r"Variable 'v'\[1:3\].assign: a value of shape \(3,\) "
+                                         r"does not broadcast to the slice's shape \(2, 4\)"):
+        v[1:3].assign([1.0, 2.0, 3.0])
+    with pytest.raises(TypeError, match="Variable.assign: a value of kind complex cannot be "
+                                        "stored in Variable 'v'"):
+        v[0].assign(1j)
+    with pytest.raises(ValueError, match=r"Variable.scatter_nd_update: updates of shape \(3,\) "
+                       r"do not fit indices of shape \(2, 2\) into Variable 'v' of shape "
+                       r"\(3, 4\): they must have shape \(2,\)"):
+        v.scatter_nd_update([[0, 0], [1, 1]], [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match=r"indices must be integers of shape \(..., k\) with "
+                                         r"k <= 2 .* got dtype float64 and shape \(1, 3\)"):
+        v.scatter_nd_add(np.zeros((1, 3)), [1.0])
+    with pytest.raises(IndexError, match=r"Variable.scatter_nd_add: index \[3, 0\] is out of "
+                                         r"range for Variable 'v' of shape \(3, 4\)"):
+        v.scatter_nd_add([[0, 0], [3, 0]], [1.0, 1.0])
+    with pytest.raises(TypeError, match=r"Variable.scatter_update: expected a tf.IndexedSlices "
+                                        r"\(an object with 'indices' and 'values'\), got list"):
+        v.scatter_update([1.0])
+    np.testing.assert_array_equal(v.numpy(), np.zeros((3, 4)))  # nothing changed
+
+
+def test_tf_shape_in_reshape_inside_tf_function():
+    @tf.function
+    def flat(x):
+        return tf.reshape(x, [tf.shape(x)[0], -1])
+
+    np.testing.assert_array_equal(flat(tf.ones([4, 3, 2])).numpy(), np.ones((4, 6)))
+    assert flat(tf.ones([2, 5])).shape == (2, 5)
