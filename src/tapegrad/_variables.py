@@ -432,8 +432,7 @@ class Variable(DeviceTensor):
     def _scatter(self, indices, updates, sign, where):
         x = self._value
         xp = _backend.namespace(x)
-        idx = indices._value if isinstance(indices, Tensor) else indices
-        idx = idx if hasattr(idx, "shape") else np.asarray(idx)
+        idx = _beside(indices._value if isinstance(indices, Tensor) else indices, xp)
         if _backend.np_dtype(idx.dtype).kind not in "iu" or idx.ndim < 1 or idx.shape[-1] > x.ndim:
             raise ValueError(f"Variable.{where}: indices must be integers of shape (..., k) "
                              f"with k <= {x.ndim} (the Variable {self.name!r} has shape "
@@ -443,7 +442,7 @@ class Variable(DeviceTensor):
         expected = (*idx.shape[:-1], *x.shape[k:])
         u = updates._value if isinstance(updates, Tensor) else updates
         self._check_kind(u, where)
-        u = _backend.asarray(u, dtype=x.dtype, xp=xp)
+        u = _backend.asarray(_beside(u, xp), dtype=x.dtype, xp=xp)
         if tuple(u.shape) != tuple(expected):
             raise ValueError(f"Variable.{where}: updates of shape {tuple(u.shape)} do not fit "
                              f"indices of shape {tuple(idx.shape)} into Variable {self.name!r} "
@@ -456,9 +455,7 @@ class Variable(DeviceTensor):
                     else tuple(int(i) for i in idx)
                 raise IndexError(f"Variable.{where}: index {list(row)} is out of range for "
                                  f"Variable {self.name!r} of shape {self.shape}")
-        ixp = _backend.namespace(idx)
-        key = tuple(idx[..., j] if ixp is np else ixp.take(idx, j, axis=idx.ndim - 1)
-                    for j in range(k))
+        key = tuple(idx[..., j] for j in range(k))
         if sign is None:
             new = _backend.kernel(xp, "scatter_update")(x, key, u)
         else:
@@ -564,7 +561,7 @@ class _Slice(Tensor):
         xp = _backend.namespace(x)
         u = value._value if isinstance(value, Tensor) else value
         v._check_kind(u, "assign")
-        u = _backend.asarray(u, dtype=x.dtype, xp=xp)
+        u = _backend.asarray(_beside(u, xp), dtype=x.dtype, xp=xp)
         shape = tuple(self._value.shape)
         try:
             u = xp.broadcast_to(u, shape)
@@ -572,7 +569,7 @@ class _Slice(Tensor):
             raise ValueError(f"Variable {v.name!r}[{_key_text(self._key)}].assign: a value of "
                              f"shape {tuple(u.shape)} does not broadcast to the slice's shape "
                              f"{shape}") from e
-        key = _raw_key(self._key)
+        key = _raw_key(self._key, xp)
         return v._set(_backend.kernel(xp, "scatter_update")(x, key, u))
 
     def assign_add(self, delta):
@@ -584,11 +581,23 @@ class _Slice(Tensor):
         return self.assign(self - delta)
 
 
-def _raw_key(key):
-    """An indexing key with Tensors as their arrays."""
+def _beside(a, xp):
+    """``a`` (data, an array) as an array that mixes with namespace ``xp``'s: another
+    library's array (the default backend's constant inside a JAX trace) via NumPy."""
+    if not hasattr(a, "shape"):
+        return np.asarray(a)
+    if type(a) is np.ndarray or isinstance(a, np.generic) or _backend.namespace(a) is xp:
+        return a
+    return _backend.to_numpy(a)
+
+
+def _raw_key(key, xp):
+    """An indexing key with Tensors as their arrays, beside ``xp``'s (:func:`_beside`)."""
     if isinstance(key, tuple):
-        return tuple(_raw_key(k) for k in key)
-    return key._value if isinstance(key, Tensor) else key
+        return tuple(_raw_key(k, xp) for k in key)
+    if isinstance(key, Tensor):
+        return _beside(key._value, xp)
+    return key
 
 
 def _key_text(key):
