@@ -484,11 +484,11 @@ def test_save_errors_name_the_cause(tmp_path):
             return x
 
     with pytest.raises(ValueError, match="nothing to export: NoSignature has no tg.function "
-                                         "method with an input_signature"):
+                                         "method with an input_signature or traced by a call"):
         tg.saved_model.save(NoSignature(), tmp_path / "a")
     net = Net()
     with pytest.raises(ValueError, match=r"signatures\['serving_default'\] \(untyped\) has no "
-                                         "input_signature"):
+                                         "input_signature and was never called"):
         tg.saved_model.save(net, tmp_path / "a", signatures=net.untyped)
     with pytest.raises(TypeError, match=r"signatures\['f'\] is a function, not a tg.function"):
         tg.saved_model.save(net, tmp_path / "a", signatures={"f": lambda x: x})

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import copy
 import functools
 import inspect
 import os
@@ -220,6 +221,8 @@ class Function:
             # arguments are concrete): inline
             return self._func(instance, *args, **kwargs) if bound else self._func(*args, **kwargs)
         program = self._programs.get(key)
+        if program is not None and program.var_args and not program.traced_with(leaves):
+            key, program = self._for_variables(key, program, leaves)
         if program is None:
             check = _structural.extensions.gradient_check
             if check is not None and check.on and check.eager_first_call(self):
@@ -247,6 +250,20 @@ class Function:
             self._by_shapes[(_SELF, id(instance), found[0]) if bound else found[0]] = program
             return program.call(found[1], args)
         return program.run(leaves)
+
+    def _for_variables(self, key, program, leaves):
+        """``(key, program)`` for a call whose Variable arguments have the shapes and dtypes
+        of ``program``'s but are other Variables: TensorFlow's rule, a Variable argument is
+        traced by its spec, so ``program`` is rebound to them (:meth:`_Program.rebound`, no
+        trace, no compile) and kept under the Variables' identities, unless its trace depends
+        on which Variables they are (:meth:`_Program.shares`); then that key has no program
+        yet, and the call traces its own."""
+        ikey = (*key[:-2], key[-2], tuple(("variable", id(x)) if isinstance(x, Variable)
+                                          else k for x, k in zip(leaves, key[-1])))
+        found = self._programs.get(ikey)
+        if found is None and program.shares(leaves):
+            found = self._programs[ikey] = program.rebound(leaves)
+        return ikey, found
 
     def _gradient_memory(self, wrap, args, kwargs) -> dict:
         """For ``tg.debugging.saved_residuals``: XLA's ``memory_analysis()`` sizes, in bytes
@@ -337,6 +354,63 @@ class Function:
                           f"runs eagerly (not compiled); {_JAX_HINT}", stacklevel=3)
         return False
 
+    def get_concrete_function(self, *args, **kwargs):
+        """TensorFlow's ``get_concrete_function``: the :class:`ConcreteFunction` of the
+        signature of ``args`` and ``kwargs`` (Tensors, arrays or :class:`TensorSpec` leaves,
+        Python values; with none and an ``input_signature``, its specs), traced now when
+        every spec's shape is known (not run: no Variable changes, unless the trace creates
+        Variables, whose initial values are then computed by one run on zeros, the other
+        Variables it assigns being put back).
+
+        A spec with ``None`` dimensions is traced once per size at the calls (XLA compiles
+        static shapes); its ``structured_outputs`` are known after the first call. Raises
+        ``TypeError`` for arguments that do not fit ``input_signature``."""
+        return self._concrete(args, kwargs, _UNBOUND)
+
+    def _concrete(self, args, kwargs, instance):
+        jax = self._jax or _jax()
+        if not args and not kwargs and self._signature is not None:
+            args = tuple(self._signature)
+        specs = jax.tree_util.tree_map(_spec_of, (args, kwargs),
+                                       is_leaf=lambda x: isinstance(x, TensorSpec))
+        if self._signature is not None:
+            self._check_signature(specs[0])
+        concrete = ConcreteFunction(self, instance, *specs)
+        if concrete._known:
+            zeros = jax.tree_util.tree_map(
+                lambda x: Tensor(np.zeros(x.shape, x.dtype)) if isinstance(x, TensorSpec) else x,
+                specs, is_leaf=lambda x: isinstance(x, TensorSpec))
+            concrete._program = self._trace_only(*zeros, instance)
+        return concrete
+
+    def _trace_only(self, args, kwargs, instance):
+        """The program of a call with these arguments, traced if new, not run (but for a first
+        trace that creates Variables: see :meth:`get_concrete_function`)."""
+        jax = self._jax = self._jax or _jax()
+        leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
+        key = (treedef, tuple([_leaf_key(x, self.__name__) for x in leaves]))
+        bound = instance is not _UNBOUND
+        if bound:
+            key = (_SELF, id(instance), *key)
+        program = self._programs.get(key)
+        if program is not None and program.var_args and not program.traced_with(leaves):
+            key, program = self._for_variables(key, program, leaves)
+        if program is not None:
+            return program
+        func = functools.partial(self._func, instance) if bound else self._func
+        with self._lock:
+            program = _Program(self, func, treedef, leaves, first=self._traces == 0)
+            self._note_trace(key, args, kwargs, bound)
+            self._traces += 1
+            if program.created:
+                kept = [(v, v.read_value()) for v in program.changed]
+                program.run(leaves)
+                for v, value in kept:
+                    v.assign(value)
+                program = _Program(self, func, treedef, leaves, first=False)
+            self._programs[key] = program
+        return program
+
     def _check_signature(self, args):
         if len(args) != len(self._signature):
             raise TypeError(f"{self.__name__}: input_signature has {len(self._signature)} "
@@ -346,8 +420,82 @@ class Function:
             if not (hasattr(a, "shape") and spec.is_compatible_with(a)):
                 got = (f"shape {tuple(a.shape)} and dtype {_backend.np_dtype(a.dtype)}"
                        if hasattr(a, "shape") else f"a {type(a).__name__}")
+                rank = (f" (rank {len(a.shape)} where the spec has rank {len(spec.shape)})"
+                        if hasattr(a, "shape") and len(a.shape) != len(spec.shape) else "")
                 raise TypeError(f"{self.__name__}: argument {k} has {got}, which does not fit "
-                                f"its input_signature {spec!r}")
+                                f"its input_signature {spec!r}{rank}")
+
+
+def _spec_of(x):
+    """A leaf of ``get_concrete_function``'s arguments: a Tensor or array as its
+    :class:`TensorSpec` (a Variable and a Python value as they are)."""
+    if isinstance(x, TensorSpec) or isinstance(x, Variable):
+        return x
+    if type(x) is Tensor or isinstance(x, DeviceTensor) or _is_array(x):
+        v = _raw(x)
+        return TensorSpec(tuple(v.shape), _backend.np_dtype(v.dtype))
+    return x
+
+
+class ConcreteFunction:
+    """One signature of a :class:`Function` (``f.get_concrete_function(...)``), callable
+    with Tensors that fit it.
+
+    ``structured_input_signature``: ``(args, kwargs)`` with :class:`TensorSpec` leaves for
+    the Tensors (Variables and Python values as given); ``structured_outputs``: the result's
+    structure with :class:`TensorSpec` leaves for its Tensors. A call takes the arguments in
+    the same structure: a Tensor (or array) where a spec is, of its dtype and rank, with its
+    sizes where they are not ``None``; the same Variables and Python values. Raises
+    ``TypeError`` naming the argument otherwise, as TensorFlow does.
+    """
+
+    def __init__(self, function, instance, args, kwargs):
+        self._function, self._instance = function, instance
+        self.structured_input_signature = (tuple(args), dict(kwargs))
+        jax = _jax()
+        self._leaves, self._treedef = jax.tree_util.tree_flatten(
+            self.structured_input_signature, is_leaf=lambda x: isinstance(x, TensorSpec))
+        self._known = all(None not in x.shape for x in self._leaves if isinstance(x, TensorSpec))
+        self._program = None
+        self.__name__ = function.__name__
+
+    @property
+    def structured_outputs(self):
+        """The result's structure, a :class:`TensorSpec` per Tensor (``ValueError`` before
+        the first call when the signature has ``None`` dimensions: not traced yet)."""
+        if self._program is None:
+            raise ValueError(f"{self.__name__}: the concrete function of a signature with None "
+                             "dimensions is traced per size at its calls (XLA compiles static "
+                             "shapes); call it once before reading structured_outputs")
+        p = self._program
+        leaves = list(p.out_leaves)
+        for k in p.tensors:
+            leaves[k] = TensorSpec(tuple(leaves[k].shape), _backend.np_dtype(leaves[k].dtype))
+        return _jax().tree_util.tree_unflatten(p.out_tree, leaves)
+
+    def __call__(self, *args, **kwargs):
+        jax = _jax()
+        leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
+        if treedef != self._treedef:
+            raise TypeError(f"{self.__name__}: a concrete function takes arguments of the "
+                            f"structure {self._treedef}, got {treedef}")
+        for k, (spec, x) in enumerate(zip(self._leaves, leaves)):
+            ok = (hasattr(x, "shape") and spec.is_compatible_with(x)
+                  if isinstance(spec, TensorSpec) else x is spec or (
+                      not isinstance(x, Tensor) and not isinstance(spec, Tensor) and x == spec))
+            if not ok:
+                got = (f"shape {tuple(x.shape)} and dtype {_backend.np_dtype(_raw(x).dtype)}"
+                       if hasattr(x, "shape") else repr(x))
+                raise TypeError(f"{self.__name__}: argument leaf {k} of the concrete function "
+                                f"is {got}, which does not fit {spec!r}; call the tg.function "
+                                "itself for another signature")
+        out = self._function._call(args, kwargs, self._instance)
+        if self._program is None:
+            self._program = self._function._trace_only(args, kwargs, self._instance)
+        return out
+
+    def __repr__(self):
+        return f"<ConcreteFunction {self.__name__}{self.structured_input_signature}>"
 
 
 class _BoundFunction:
@@ -363,6 +511,10 @@ class _BoundFunction:
 
     def __call__(self, *args, **kwargs):
         return self.__func__._call(args, kwargs, self.__self__)
+
+    def get_concrete_function(self, *args, **kwargs):
+        """As :meth:`Function.get_concrete_function`, for this instance."""
+        return self.__func__._concrete(args, kwargs, self.__self__)
 
     def __getattr__(self, name):  # __name__, experimental_get_tracing_count, ...
         return getattr(self.__func__, name)
@@ -454,8 +606,9 @@ def _leaf_key(x, name):
     if type(x) is Tensor:
         v = x._value
         return tuple(v.shape), _backend.np_dtype(v.dtype)
-    if isinstance(x, Variable):
-        return ("variable", id(x))
+    if isinstance(x, Variable):  # by its spec, as TensorFlow (the program is rebound to it)
+        v = x._peek()
+        return "variable", tuple(v.shape), _backend.np_dtype(v.dtype), x.trainable
     if isinstance(x, Tensor) or _is_array(x):
         v = x._peek() if isinstance(x, Tensor) else x
         return tuple(v.shape), _backend.np_dtype(v.dtype)
@@ -480,6 +633,7 @@ class _Program:
                         if (isinstance(x, Tensor) and not isinstance(x, Variable)) or _is_array(x)]
         dyn = set(self.dynamic)  # the static leaves, kept to rebuild the arguments (no arrays)
         self.template = [None if k in dyn else x for k, x in enumerate(leaves)]
+        self.var_args = [(k, x) for k, x in enumerate(leaves) if isinstance(x, Variable)]
         # a Variable left holding a tracer (made by an earlier trace that failed) is neither
         # an input nor created by this trace
         candidates = [v for v in visible_variables()
@@ -557,12 +711,54 @@ class _Program:
         self.donated = tuple(k for k, v in enumerate(self.variables) if id(v) in changed)
         self.compiled = jax.jit(program, donate_argnums=self.donated)
         self.in_x64 = config.x64_caller(jax)
+        self._make_calldef()
+
+    def _make_calldef(self):
         replay = self._replay_function()
         names = [*[f"args[{i}]" for i in range(len(self.dynamic))],
                  *_registry.variable_names(self.variables)]
         self.calldef = _registry.CallDef(f"Function:{self.name}", names, _vjp_gradient(replay),
                                          jvp=_jvp_rule(replay), replay=replay, function=replay,
                                          variables=self.variables)
+
+    # --- Variable arguments, by their specs ---------------------------------------------------
+    def traced_with(self, leaves) -> bool:
+        """Whether the Variable arguments among ``leaves`` are those this program runs on."""
+        return all(leaves[k] is v for k, v in self.var_args)
+
+    def shares(self, leaves) -> bool:
+        """Whether this program, traced with other Variable arguments of the same specs, may
+        run on those of ``leaves``: its trace created no Variable and assigned none but its
+        Variable arguments (an optimizer step on an argument reads and writes the slots of
+        that very Variable: such a function is traced per Variable), the new Variables alias
+        each other as the traced ones did, and none of them is also a Variable the program
+        reads or assigns other than through the arguments."""
+        old = [v for _, v in self.var_args]
+        new = [leaves[k] for k, _ in self.var_args]
+        mine = {id(v) for v in old}
+        if self.created or any(id(v) not in mine for v in self.changed):
+            return False
+        if any((a is b) != (c is d) for a, c in zip(old, new) for b, d in zip(old, new)):
+            return False
+        others = {id(v) for v in self.variables if id(v) not in mine}
+        return not any(id(v) in others for v in new)
+
+    def rebound(self, leaves):
+        """A copy of this program running on the Variable arguments of ``leaves`` in place of
+        those it was traced with (same compiled program; see :meth:`shares`)."""
+        new = copy.copy(self)
+        subst = {id(v): leaves[k] for k, v in self.var_args}
+
+        def sub(v):
+            return subst.get(id(v), v)
+
+        new.template = [sub(x) if isinstance(x, Variable) else x for x in self.template]
+        new.var_args = [(k, leaves[k]) for k, _ in self.var_args]
+        new.variables = [sub(v) for v in self.variables]
+        new.changed = [sub(v) for v in self.changed]
+        new.state = (*new.changed, *self.created)
+        new._make_calldef()
+        return new
 
     def _arguments(self, tensors):
         """``(args, kwargs)`` of a call whose dynamic arguments are ``tensors``."""

@@ -362,6 +362,107 @@ class Variable(DeviceTensor):
             return self
         return self._set(self._value - d)
 
+    # --- TensorFlow's sliced and scatter assignments (issue 33) ----------------------------------
+    def __getitem__(self, key):
+        """``v[key]``: a read of the Variable's elements at ``key`` (a Tensor, recorded by
+        tapes as any indexing), which also has TensorFlow's ``assign``, ``assign_add`` and
+        ``assign_sub`` of those elements (``v[1:3].assign(value)``, ``v[:, 0].assign(...)``)."""
+        out = Tensor.__getitem__(self, key)
+        if type(out) is not Tensor:
+            return out
+        part = _new(_Slice)
+        part._value, part._id = out._value, out._id
+        part._of, part._key = self, key
+        return part
+
+    def scatter_nd_update(self, indices, updates):
+        """TensorFlow's ``scatter_nd_update``: set the elements (or slices) at ``indices``.
+
+        ``indices``: integers of shape ``(..., k)``, each row the first ``k`` coordinates of an
+        element (``k == ndim``) or a slice (``k < ndim``); ``updates``: shape
+        ``indices.shape[:-1] + self.shape[k:]``, cast to the Variable's dtype (as
+        :meth:`assign`). With repeated rows, the backend decides which update is stored (NumPy:
+        the last). Returns the Variable. Not recorded by tapes (an assignment).
+
+        Raises ``ValueError`` naming the shapes when ``updates`` has another shape or ``k``
+        exceeds ``ndim``, ``IndexError`` for an index out of range (checked where the indices
+        are concrete; inside ``tg.function`` traced indices out of range are dropped, as JAX
+        does), ``TypeError`` as :meth:`assign` for a value that does not fit the dtype."""
+        return self._scatter(indices, updates, None, "scatter_nd_update")
+
+    def scatter_nd_add(self, indices, updates):
+        """TensorFlow's ``scatter_nd_add``: add ``updates`` at ``indices`` (repeated rows
+        accumulate); shapes, result and errors as :meth:`scatter_nd_update`."""
+        return self._scatter(indices, updates, 1, "scatter_nd_add")
+
+    def scatter_nd_sub(self, indices, updates):
+        """TensorFlow's ``scatter_nd_sub``: subtract ``updates`` at ``indices`` (repeated rows
+        accumulate); shapes, result and errors as :meth:`scatter_nd_update`."""
+        return self._scatter(indices, updates, -1, "scatter_nd_sub")
+
+    def scatter_update(self, sparse_delta):
+        """TensorFlow's ``scatter_update``: set the rows ``sparse_delta.indices`` (integers of
+        any shape, along the first axis) to ``sparse_delta.values`` (shape ``indices.shape +
+        self.shape[1:]``). ``sparse_delta``: a ``tf.IndexedSlices`` or any object with
+        ``values`` and ``indices``. Returns the Variable; errors as
+        :meth:`scatter_nd_update`, and ``TypeError`` for an object without those."""
+        return self._sparse(sparse_delta, None, "scatter_update")
+
+    def scatter_add(self, sparse_delta):
+        """TensorFlow's ``scatter_add``: add ``sparse_delta.values`` to the rows
+        ``sparse_delta.indices`` (repeated indices accumulate); see :meth:`scatter_update`."""
+        return self._sparse(sparse_delta, 1, "scatter_add")
+
+    def scatter_sub(self, sparse_delta):
+        """TensorFlow's ``scatter_sub``: subtract ``sparse_delta.values`` from the rows
+        ``sparse_delta.indices`` (repeated indices accumulate); see :meth:`scatter_update`."""
+        return self._sparse(sparse_delta, -1, "scatter_sub")
+
+    def _sparse(self, delta, sign, where):
+        if not (hasattr(delta, "indices") and hasattr(delta, "values")):
+            raise TypeError(f"Variable.{where}: expected a tf.IndexedSlices (an object with "
+                            f"'indices' and 'values'), got {type(delta).__name__}; for "
+                            f"indices and updates use scatter_nd_{where.split('_')[1]}")
+        indices = delta.indices
+        indices = indices._value if isinstance(indices, Tensor) else indices
+        xp = _backend.namespace(indices)
+        indices = xp.asarray(indices)
+        return self._scatter(xp.reshape(indices, (*indices.shape, 1)), delta.values, sign, where)
+
+    def _scatter(self, indices, updates, sign, where):
+        x = self._value
+        xp = _backend.namespace(x)
+        idx = _beside(indices._value if isinstance(indices, Tensor) else indices, xp)
+        if _backend.np_dtype(idx.dtype).kind not in "iu" or idx.ndim < 1 or idx.shape[-1] > x.ndim:
+            raise ValueError(f"Variable.{where}: indices must be integers of shape (..., k) "
+                             f"with k <= {x.ndim} (the Variable {self.name!r} has shape "
+                             f"{self.shape}); got dtype {_backend.np_dtype(idx.dtype)} and "
+                             f"shape {tuple(idx.shape)}")
+        k = idx.shape[-1]
+        expected = (*idx.shape[:-1], *x.shape[k:])
+        u = updates._value if isinstance(updates, Tensor) else updates
+        self._check_kind(u, where)
+        u = _backend.asarray(_beside(u, xp), dtype=x.dtype, xp=xp)
+        if tuple(u.shape) != tuple(expected):
+            raise ValueError(f"Variable.{where}: updates of shape {tuple(u.shape)} do not fit "
+                             f"indices of shape {tuple(idx.shape)} into Variable {self.name!r} "
+                             f"of shape {self.shape}: they must have shape {expected} "
+                             "(indices.shape[:-1] + shape[k:])")
+        if type(idx) is np.ndarray or isinstance(idx, np.generic):
+            bad = (idx < 0) | (idx >= np.asarray(x.shape[:k]))
+            if bad.any():
+                row = tuple(int(i) for i in idx[np.nonzero(bad)[:-1]][0]) if idx.ndim > 1 \
+                    else tuple(int(i) for i in idx)
+                raise IndexError(f"Variable.{where}: index {list(row)} is out of range for "
+                                 f"Variable {self.name!r} of shape {self.shape}")
+        key = tuple(idx[..., j] for j in range(k))
+        if sign is None:
+            new = _backend.kernel(xp, "scatter_update")(x, key, u)
+        else:
+            new = x + _backend.kernel(xp, "scatter_add")(
+                tuple(x.shape), x.dtype, key, u if sign > 0 else -u)
+        return self._set(new)
+
     def _check_kind(self, v, where):
         kind = _PY_KINDS.get(type(v))
         if kind is None:
@@ -459,6 +560,70 @@ class Variable(DeviceTensor):
     def __repr__(self):
         return (f"<tg.Variable '{self.name}' shape={self.shape} dtype={self.dtype}, "
                 f"numpy={_short(self)}>")
+
+
+class _Slice(Tensor):
+    """``v[key]`` of a Variable ``v``: the elements read (a Tensor), with TensorFlow's
+    assignments of those elements in ``v`` (its ``_UnreadVariable``/strided-slice assign)."""
+
+    __slots__ = ("_of", "_key")
+
+    def assign(self, value):
+        """Set ``v[key]`` to ``value`` (broadcast to the slice's shape, cast to ``v``'s dtype as
+        :meth:`Variable.assign`); returns the Variable ``v``. Also inside ``tg.function``.
+        Raises ``ValueError`` for a value that does not broadcast, ``TypeError`` as
+        :meth:`Variable.assign` for one that does not fit the dtype."""
+        v = self._of
+        x = v._value
+        xp = _backend.namespace(x)
+        u = value._value if isinstance(value, Tensor) else value
+        v._check_kind(u, "assign")
+        u = _backend.asarray(_beside(u, xp), dtype=x.dtype, xp=xp)
+        shape = tuple(self._value.shape)
+        try:
+            u = xp.broadcast_to(u, shape)
+        except (ValueError, RuntimeError) as e:
+            raise ValueError(f"Variable {v.name!r}[{_key_text(self._key)}].assign: a value of "
+                             f"shape {tuple(u.shape)} does not broadcast to the slice's shape "
+                             f"{shape}") from e
+        key = _raw_key(self._key, xp)
+        return v._set(_backend.kernel(xp, "scatter_update")(x, key, u))
+
+    def assign_add(self, delta):
+        """``v[key] += delta``; returns the Variable ``v``; errors as :meth:`assign`."""
+        return self.assign(self + delta)
+
+    def assign_sub(self, delta):
+        """``v[key] -= delta``; returns the Variable ``v``; errors as :meth:`assign`."""
+        return self.assign(self - delta)
+
+
+def _beside(a, xp):
+    """``a`` (data, an array) as an array that mixes with namespace ``xp``'s: another
+    library's array (the default backend's constant inside a JAX trace) via NumPy."""
+    if not hasattr(a, "shape"):
+        return np.asarray(a)
+    if type(a) is np.ndarray or isinstance(a, np.generic) or _backend.namespace(a) is xp:
+        return a
+    return _backend.to_numpy(a)
+
+
+def _raw_key(key, xp):
+    """An indexing key with Tensors as their arrays, beside ``xp``'s (:func:`_beside`)."""
+    if isinstance(key, tuple):
+        return tuple(_raw_key(k, xp) for k in key)
+    if isinstance(key, Tensor):
+        return _beside(key._value, xp)
+    return key
+
+
+def _key_text(key):
+    def one(k):
+        if isinstance(k, slice):
+            return ":".join("" if p is None else str(p) for p in (k.start, k.stop)) + (
+                f":{k.step}" if k.step is not None else "")
+        return "..." if k is Ellipsis else str(k)
+    return ", ".join(map(one, key)) if isinstance(key, tuple) else one(key)
 
 
 _KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}  # a higher kind does not fit a lower one

@@ -32,6 +32,7 @@ import tempfile
 import numpy as np
 
 from . import _backend, config
+from ._function import _SELF as _FunctionSelf
 from ._function import Function, TensorSpec
 from ._tape import GradientTape, UnconnectedGradients
 from ._tensor import Tensor
@@ -130,32 +131,71 @@ def _parameter_names(func, bound, n):
     return params[:n] if len(params) >= n else [f"arg{k}" for k in range(n)]
 
 
+def _traced_signature(function, instance, label):
+    """The ``input_signature`` of a ``tg.function`` without one, from the calls it was traced
+    for (TensorFlow saves the concrete functions already traced): a list of ``TensorSpec``
+    when ``function`` (bound to ``instance``, or None) was traced for one signature of
+    positional Tensors only; ``None`` when never. Raises ``ValueError`` for several traced
+    signatures or Python values among the arguments (the export stores one signature per
+    function)."""
+    jax = config.jax_module()
+    found = set()
+    for key in function._programs:
+        if instance is not None:
+            if key[0] != _FunctionSelf or key[1] != id(instance):
+                continue
+            key = key[2:]
+        elif key[0] == _FunctionSelf:
+            continue
+        treedef, leaves = key
+        if (treedef != jax.tree_util.tree_structure((tuple(range(len(leaves))), {}))
+                or not all(len(k) == 2 and isinstance(k[0], tuple) for k in leaves)):
+            raise ValueError(f"tg.saved_model.save: {label} has no input_signature and was "
+                             "traced for arguments other than positional Tensors (Python values, "
+                             "Variables, nests); give it @tg.function(input_signature=[...])")
+        found.add(tuple(leaves))
+    if not found:
+        return None
+    if len(found) > 1:
+        shown = "; ".join(str([TensorSpec(*k) for k in sig]) for sig in sorted(found, key=str))
+        raise ValueError(f"tg.saved_model.save: {label} has no input_signature and was traced "
+                         f"for {len(found)} signatures ({shown}); an export stores one per "
+                         "function: give it @tg.function(input_signature=[...])")
+    return [TensorSpec(shape, dtype) for shape, dtype in found.pop()]
+
+
 def _methods(obj) -> dict:
-    """``{attribute name: Function}``: the ``tg.function`` methods of ``obj``'s class that have
-    an ``input_signature``, in sorted name order."""
+    """``{attribute name: (Function, input_signature)}``: the ``tg.function`` methods of
+    ``obj``'s class that have an ``input_signature`` or were traced for ``obj`` with one
+    signature (:func:`_traced_signature`), in sorted name order."""
     found = {}
     for name in sorted(dir(type(obj))):
         try:
             attr = inspect.getattr_static(obj, name)
         except AttributeError:
             continue
-        if isinstance(attr, Function) and attr._signature is not None:
-            found[name] = attr
+        if isinstance(attr, Function):
+            signature = attr._signature or _traced_signature(
+                attr, obj, f"{type(obj).__name__}.{name}")
+            if signature is not None:
+                found[name] = (attr, signature)
     return found
 
 
 def _entries(obj, signatures):
     """``(entries {key: _Entry}, methods [names], signatures {name: key})``."""
     methods = _methods(obj)
-    entries = {name: _Entry(name, f.__wrapped__, obj, f._signature, f"{type(obj).__name__}.{name}")
-               for name, f in methods.items()}
+    entries = {name: _Entry(name, f.__wrapped__, obj, sig, f"{type(obj).__name__}.{name}")
+               for name, (f, sig) in methods.items()}
+    methods = {name: f for name, (f, _) in methods.items()}
     if signatures is None:
         if not entries:
             raise ValueError(
                 f"tg.saved_model.save: nothing to export: {type(obj).__name__} has no "
-                "tg.function method with an input_signature. Decorate the methods to export with "
-                "@tg.function(input_signature=[tg.TensorSpec(shape, dtype), ...]), or pass "
-                "signatures=a tg.function (or a dict of them) that has one")
+                "tg.function method with an input_signature or traced by a call. Decorate the "
+                "methods to export with @tg.function(input_signature=[tg.TensorSpec(shape, "
+                "dtype), ...]) or call them once, or pass signatures=a tg.function (or a dict "
+                "of them) that has one")
         return entries, list(methods), {name: name for name in methods}
     if not isinstance(signatures, dict):
         signatures = {DEFAULT_SIGNATURE: signatures}
@@ -172,11 +212,14 @@ def _entries(obj, signatures):
             raise TypeError(
                 f"tg.saved_model.save: signatures[{sname!r}] is a {type(fn).__name__}, not a "
                 "tg.function; decorate it with @tg.function(input_signature=[...])")
-        if function._signature is None:
+        signature = function._signature or _traced_signature(
+            function, bound, f"signatures[{sname!r}] ({function.__name__})")
+        if signature is None:
             raise ValueError(
                 f"tg.saved_model.save: signatures[{sname!r}] ({function.__name__}) has no "
-                "input_signature, so the shapes and dtypes to export it for are unknown; give "
-                "it @tg.function(input_signature=[tg.TensorSpec(shape, dtype), ...])")
+                "input_signature and was never called, so the shapes and dtypes to export it "
+                "for are unknown; give it @tg.function(input_signature=[tg.TensorSpec(shape, "
+                "dtype), ...]) or call it once")
         if bound is not None and bound is not obj:
             raise ValueError(
                 f"tg.saved_model.save: signatures[{sname!r}] is a method of another object "
@@ -186,7 +229,7 @@ def _entries(obj, signatures):
             keys[sname] = by_function[id(function)]
             continue
         key = f"signature_{sname}"
-        entries[key] = _Entry(key, function.__wrapped__, bound, function._signature,
+        entries[key] = _Entry(key, function.__wrapped__, bound, signature,
                               f"signatures[{sname!r}] ({function.__name__})")
         keys[sname] = key
     return entries, list(methods), keys
@@ -431,10 +474,14 @@ def save(obj, export_dir, signatures=None, options=None):
             directory that is neither empty nor an export is refused.
         signatures: ``None`` (default), a ``tg.function`` (stored as the signature
             ``"serving_default"``) or a dict ``{name: tg.function}``; each must have an
-            ``input_signature`` and be a method of ``obj`` or a function of Variables that
-            ``obj`` holds. The methods of ``obj``'s class decorated with
-            ``@tg.function(input_signature=[...])`` are exported in every case (as the loaded
-            object's methods); with ``signatures=None`` they are also its signatures.
+            ``input_signature`` (or have been called for one signature of Tensors: TensorFlow
+            saves the concrete functions already traced) and be a method of ``obj`` or a
+            function of Variables that ``obj`` holds. The methods of ``obj``'s class decorated
+            with ``@tg.function(input_signature=[...])``, or without one but called on ``obj``
+            for one signature of positional Tensors, are exported in every case (as the loaded
+            object's methods); with ``signatures=None`` they are also its signatures. A method
+            without ``input_signature`` traced for several signatures raises ``ValueError``
+            (an export stores one per function).
         options: a :class:`SaveOptions` (``vjp_order``, ``platforms``).
 
     Each function is traced once for its ``input_signature`` (``self`` is not an input), whose

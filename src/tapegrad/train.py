@@ -488,25 +488,31 @@ class Checkpoint:
         return path
 
     def restore(self, path):
-        """Restore every Variable of the objects from the checkpoint ``path``; returns a
-        :class:`CheckpointLoadStatus` (TensorFlow's assertions on it all hold: a restore that
-        returns restored everything).
+        """Restore the Variables of the objects that the checkpoint ``path`` holds; returns a
+        :class:`CheckpointLoadStatus`.
 
         ``path``: what :meth:`save` or :meth:`write` returned, or
         ``tg.train.latest_checkpoint(directory)``; ``None`` does nothing (so
         ``checkpoint.restore(manager.latest_checkpoint)`` starts fresh when there is none).
 
-        The whole checkpoint is read and checked before any Variable is assigned: if anything
-        does not fit, nothing is restored. Optimizer slots that are in the checkpoint but not
-        yet in the optimizer are created first (and removed again if the restore fails).
+        As in TensorFlow, the restore matches names: a Variable of the objects that the
+        checkpoint lacks keeps its value, and a value of the checkpoint that no object has
+        (an optimizer's, restoring only the model: ``Checkpoint(model=model)``) is left
+        unused. The status's ``assert_consumed()`` raises when either happened; unless
+        ``expect_partial()`` is called on it, the status warns (``UserWarning``, naming
+        them) when it is deleted, as TensorFlow logs them.
+
+        The whole checkpoint is read and checked before any Variable is assigned: if the
+        files are damaged, or a matched value's shape or dtype differs from its Variable's,
+        nothing is restored. Optimizer slots that are in the checkpoint but not yet in the
+        optimizer are created first (and removed again if the restore fails).
 
         Raises:
             FileNotFoundError: no checkpoint at ``path``.
             CheckpointError: (a ``ValueError``) the files are damaged (not valid JSON, a
                 truncated or corrupted data file, a CRC-32 mismatch, a data file of another
-                save), or the checkpoint does not fit the objects; the message lists the
-                names missing in the checkpoint, those unexpected in it (the objects have no
-                such Variable) and those whose shape or dtype differ, with both.
+                save), or values of the checkpoint have other shapes or dtypes than the
+                Variables of the same names (all listed, with both).
             ImportError: safetensors is not installed.
         """
         if path is None:
@@ -515,7 +521,7 @@ class Checkpoint:
         records, arrays = _read(path)
         where = f"Checkpoint.restore({path!r})"
         graph = self._graph(where)
-        created, unexpected = [], []
+        created, unused = [], []
         for name, record in records.items():
             if name in graph.variables:
                 continue
@@ -523,79 +529,117 @@ class Checkpoint:
             opt = graph.optimizers.get(slot.get("optimizer"))
             primary = graph.variables.get(slot.get("variable"))
             if opt is None or primary is None or not isinstance(slot.get("name"), str):
-                unexpected.append(name)
+                unused.append(name)
                 continue
             had = primary._id in opt._slots
             variable = opt._slot(primary, slot["name"])
             created.append((opt, primary._id, slot["name"], had))
             graph.add_slot(slot["optimizer"], slot["variable"], slot["name"], variable, where)
-        missing = [name for name in graph.variables if name not in records]
+        unrestored = [name for name in graph.variables if name not in records]
         mismatched = [
             f"{name}: checkpoint {records[name]['shape']} {records[name]['dtype']}, object "
             f"{v.shape} {v.dtype}" for name, v in graph.variables.items()
             if name in records and (records[name]["shape"] != v.shape
                                     or records[name]["dtype"] != v.dtype)]
-        if missing or unexpected or mismatched:
+        if mismatched:
             for opt, vid, sname, had in reversed(created):
                 del opt._slots[vid][sname]
                 if not had:
                     del opt._slots[vid]
-            lines = [f"{where}: the checkpoint does not fit the objects; nothing was restored"]
-            if missing:
-                lines.append(f"  missing in the checkpoint ({len(missing)}): {_names(missing)}")
-            if unexpected:
-                lines.append(f"  unexpected in the checkpoint, the objects have no such "
-                             f"Variable ({len(unexpected)}): {_names(unexpected)}")
-            if mismatched:
-                lines.append(f"  shape or dtype mismatch ({len(mismatched)}): "
-                             + "; ".join(sorted(mismatched)))
-            lines.append("  (names are paths from the Checkpoint's keyword arguments; build "
-                         "the objects as they were when the checkpoint was saved)")
-            raise CheckpointError("\n".join(lines))
+            raise CheckpointError(
+                f"{where}: the checkpoint does not fit the objects; nothing was restored\n"
+                f"  shape or dtype mismatch ({len(mismatched)}): " + "; ".join(sorted(mismatched))
+                + "\n  (names are paths from the Checkpoint's keyword arguments; build the "
+                "objects as they were when the checkpoint was saved)")
         for name, variable in graph.variables.items():
+            if name not in records:
+                continue
             if type(variable._value) is np.ndarray:  # the array was just read: no copy
                 variable._set(arrays[name])
             else:
                 variable.assign(arrays[name])
-        return CheckpointLoadStatus(path)
+        return CheckpointLoadStatus(path, unused, unrestored,
+                                    [name for name in graph.variables if name in records])
 
 
 class CheckpointLoadStatus:
-    """What :meth:`Checkpoint.restore` returns, with TensorFlow's methods, so that
-    ``checkpoint.restore(path).expect_partial()`` and ``.assert_consumed()`` run.
+    """What :meth:`Checkpoint.restore` returns, with TensorFlow's methods:
+    ``checkpoint.restore(path).expect_partial()``, ``.assert_consumed()``, ...
 
-    tapegrad's restore is strict: it raises, restoring nothing, unless every Variable of the
-    objects is in the checkpoint and every value of the checkpoint belongs to one (names,
-    shapes and dtypes). So for a status that exists the assertions hold, and each method
-    returns the status. ``path``: the checkpoint restored, or None (``restore(None)``,
-    nothing to restore: as TensorFlow's initialization-only status, ``assert_consumed`` then
-    raises ``AssertionError``).
+    ``path``: the checkpoint restored, or None (``restore(None)``: nothing to restore, as
+    TensorFlow's initialization-only status; every assertion then raises
+    ``AssertionError``). ``unused``: the names of the checkpoint's values that no Variable
+    of the objects took; ``unrestored``: the names of the objects' Variables that the
+    checkpoint lacks; ``matched``: the names restored, ``save_counter`` aside (all three
+    sorted lists of path names). The assertions return the status
+    when they hold. Deleted with something unused or unrestored and without
+    ``expect_partial()``, the status warns (``UserWarning``) naming them.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, unused=(), unrestored=(), matched=()):
         self.path = path
+        self.unused, self.unrestored = sorted(unused), sorted(unrestored)
+        self.matched = sorted(set(matched) - {"save_counter"})
+        self._expect_partial = False
 
-    def assert_consumed(self):
-        """Every checkpoint value matched a Variable and every Variable was restored."""
+    def _fail(self, what):
+        raise AssertionError(f"Checkpoint.restore({self.path!r}): {what}; call "
+                             "expect_partial() on the status if a partial restore is meant")
+
+    def _assert_restored(self):
         if self.path is None:
             raise AssertionError("no checkpoint was restored (Checkpoint.restore(None))")
+
+    def assert_consumed(self):
+        """Every checkpoint value matched a Variable and every Variable was restored;
+        ``AssertionError`` naming those that were not otherwise."""
+        self.assert_existing_objects_matched()
+        if self.unused:
+            self._fail(f"values of the checkpoint that no object has ({len(self.unused)}): "
+                       f"{_names(self.unused)}")
         return self
 
     def assert_existing_objects_matched(self):
-        """Every Variable of the objects was restored (see :meth:`assert_consumed`)."""
-        return self.assert_consumed()
+        """Every Variable of the objects was restored (values of the checkpoint may be left
+        unused); ``AssertionError`` naming the Variables the checkpoint lacks otherwise."""
+        self._assert_restored()
+        if self.unrestored:
+            self._fail(f"Variables of the objects that the checkpoint lacks "
+                       f"({len(self.unrestored)}): {_names(self.unrestored)}")
+        return self
 
     def assert_nontrivial_match(self):
-        """Something was restored (see :meth:`assert_consumed`)."""
-        return self.assert_consumed()
+        """Something was restored: ``AssertionError`` when the checkpoint shared no
+        Variable with the objects (``save_counter`` aside)."""
+        self._assert_restored()
+        if not self.matched:
+            self._fail("no Variable of the objects is in the checkpoint")
+        return self
 
     def expect_partial(self):
-        """Accepted for TensorFlow code; a partial match has already raised in ``restore``."""
+        """Silence the warning about unused values and unrestored Variables at deletion (a
+        partial restore is meant); returns the status."""
+        self._expect_partial = True
         return self
 
     def run_restore_ops(self, session=None):
         """Nothing to run: the restore happened eagerly."""
         return self
+
+    def __del__(self):
+        if self._expect_partial or not (self.unused or self.unrestored):
+            return
+        import warnings
+        lines = [f"Checkpoint.restore({self.path!r}) was partial:"]
+        if self.unused:
+            lines.append(f"  values of the checkpoint that no object has ({len(self.unused)}): "
+                         f"{_names(self.unused)}")
+        if self.unrestored:
+            lines.append(f"  Variables of the objects that the checkpoint lacks (not restored, "
+                         f"{len(self.unrestored)}): {_names(self.unrestored)}")
+        lines.append("  call .expect_partial() on the status if that is meant, or "
+                     ".assert_consumed() to make it an error")
+        warnings.warn("\n".join(lines), UserWarning, stacklevel=2)
 
     def __repr__(self):
         return f"<CheckpointLoadStatus path={self.path!r}>"

@@ -212,7 +212,32 @@ def _reduction(fn):
     return reduce
 
 
-reduce_sum, reduce_mean, reduce_prod = map(_reduction, (_tg.sum, _tg.mean, _tg.prod))
+def _int_kept(fn):
+    """``fn`` (a sum or product) of an integer tensor in its own dtype, as TensorFlow keeps
+    int32 (the Array API promotes to the default integer, int64)."""
+    def kept(x, /, *, axis=None, keepdims=False):
+        x = convert_to_tensor(x)
+        dtype = x.dtype if _np.dtype(x.dtype).kind in "iu" else None
+        return fn(x, axis=axis, dtype=dtype, keepdims=keepdims)
+
+    kept.__name__ = fn.__name__
+    return kept
+
+
+def _mean(x, /, *, axis=None, keepdims=False):
+    """``tf.reduce_mean``: of an integer tensor, the integer mean rounded toward zero in its
+    dtype, as TensorFlow computes it."""
+    x = convert_to_tensor(x)
+    if _np.dtype(x.dtype).kind not in "iu":
+        return _tg.mean(x, axis=axis, keepdims=keepdims)
+    total = _tg.sum(x, axis=axis, dtype=_tg.int64, keepdims=keepdims)
+    n = x.size // builtins.max(total.size, 1) if x.size else 1
+    return _tg.astype(_tg.astype(total, _tg.float64) / n, x.dtype)
+
+
+_mean.__name__ = "mean"
+reduce_sum, reduce_mean, reduce_prod = map(_reduction, (_int_kept(_tg.sum), _mean,
+                                                        _int_kept(_tg.prod)))
 reduce_max, reduce_min = _reduction(_tg.max), _reduction(_tg.min)
 reduce_all, reduce_any = _reduction(_tg.all), _reduction(_tg.any)
 reduce_logsumexp = _reduction(_tg.special.logsumexp)
@@ -273,9 +298,11 @@ def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):
     itself, ``reverse`` sums from the end. Result: ``x``'s shape and dtype; errors as
     ``tapegrad.cumulative_sum``. Gradient: the reversed running sum of the cotangent (by the
     composition)."""
+    x = convert_to_tensor(x)
     if reverse:
         x = _tg.flip(x, axis=axis)
-    out = _tg.cumulative_sum(x, axis=axis)
+    out = _tg.cumulative_sum(x, axis=axis,  # an integer x keeps its dtype, as in TensorFlow
+                             dtype=x.dtype if _np.dtype(x.dtype).kind in "iu" else None)
     if exclusive:
         out = out - x
     return _tg.flip(out, axis=axis) if reverse else out
