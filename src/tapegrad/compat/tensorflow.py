@@ -702,35 +702,11 @@ class device:  # noqa: N801 - TensorFlow's name
         return False
 
 
-def _tf_format(v, summarize):
-    a = _np.asarray(v)
-    if a.ndim == 0:
-        return str(a)
-    edge = a.size if summarize is None or summarize < 0 else summarize
-    return _np.array2string(a, separator=" ", threshold=2 * edge, edgeitems=edge)
-
-
 def print(*inputs, output_stream=None, sep=" ", end="\n", summarize=3, name=None):  # noqa: A001
-    """``tf.print``: writes ``inputs`` (Tensors as NumPy-style arrays without commas, at most
-    ``summarize`` elements per axis at each end, -1 for all; anything else as ``str``),
-    joined by ``sep`` and followed by ``end``, to ``output_stream`` (a file; default
-    ``sys.stderr``, as in TensorFlow). Inside ``tf.function`` it prints when the compiled
-    call runs (a ``jax.debug.callback`` with the Tensors' values), not when it is traced."""
-    import sys
-    stream = sys.stderr if output_stream is None else output_stream
-    is_t = [isinstance(x, Tensor) for x in inputs]
-
-    def emit(*values):
-        it = iter(values)
-        parts = [_tf_format(next(it), summarize) if t else str(x) for x, t in zip(inputs, is_t)]
-        stream.write(sep.join(parts) + end)
-
-    values = [x._value for x in inputs if isinstance(x, Tensor)]
-    jax = _tg.config.loaded_jax()
-    if jax is not None and any(isinstance(v, jax.core.Tracer) for v in values):
-        jax.debug.callback(emit, *values, ordered=True)
-    else:
-        emit(*values)
+    """``tf.print``: ``tg.print`` (``tapegrad.debugging.print``: at run time, also inside
+    ``tf.function``; TensorFlow's layout, default stream ``sys.stderr``)."""
+    _tg.debugging.print(*inputs, output_stream=output_stream, sep=sep, end=end,
+                        summarize=summarize)
 
 
 _CLOSEST = {"TensorArray": "tg.stack of a list",
