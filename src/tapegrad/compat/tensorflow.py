@@ -709,8 +709,7 @@ def print(*inputs, output_stream=None, sep=" ", end="\n", summarize=3, name=None
                         summarize=summarize)
 
 
-_CLOSEST = {"TensorArray": "tg.stack of a list",
-            "summary": "none", "autograph": "none (write tg.cond / tg.while_loop)"}
+_CLOSEST = {"autograph": "none (write tg.cond / tg.while_loop)"}
 
 
 def _missing(where, name):
@@ -746,5 +745,22 @@ from .tf_data import Dataset as _Dataset  # noqa: E402
 data = types.SimpleNamespace(Dataset=_Dataset, AUTOTUNE=_AUTOTUNE,
                              experimental=types.SimpleNamespace(AUTOTUNE=_AUTOTUNE))
 
-for _sub in ("math", "linalg", "random", "errors", "autodiff", "data"):
+# --- tf.signal, tf.image.resize, tf.debugging, tf.TensorArray, tf.summary (issue 33) -------
+from . import tf_debugging as _tf_debugging  # noqa: E402
+from . import tf_signal as _tf_signal  # noqa: E402
+from . import tf_summary as _tf_summary  # noqa: E402
+from .tf_tensor_array import TensorArray  # noqa: E402, F401
+
+signal = types.SimpleNamespace(**{n: getattr(_tf_signal, n) for n in _tf_signal.__all__
+                                  if n != "resize"})
+image = types.SimpleNamespace(resize=_tf_signal.resize, ResizeMethod=types.SimpleNamespace(
+    BILINEAR="bilinear", NEAREST_NEIGHBOR="nearest"))
+debugging = types.SimpleNamespace(**{n: getattr(_tf_debugging, n)
+                                     for n in _tf_debugging.__all__})
+summary = types.SimpleNamespace(**{n: getattr(_tf_summary, n) for n in _tf_summary.__all__})
+assert_equal, assert_rank = debugging.assert_equal, debugging.assert_rank
+distribute = _tg.distribute  # MirroredStrategy, get_strategy, ReduceOp
+
+for _sub in ("math", "linalg", "random", "errors", "autodiff", "data", "signal", "image",
+             "debugging", "summary"):
     globals()[_sub] = _Namespace(_tf_name=f"tf.{_sub}", **vars(globals()[_sub]))
