@@ -274,11 +274,16 @@ def print(*inputs, output_stream=None, sep=" ", end="\n", summarize=3) -> None: 
     7]``, ``[[1.5 2]\n [-3.25 10]]``: no commas, no alignment, booleans as 1/0, floats in the
     fewest digits that read back the same) with at most ``summarize`` elements at each end of
     every axis (-1 or None: all), and any other objects, written as ``str``; joined by ``sep`` and
-    followed by ``end``. output_stream: a file object (default ``sys.stderr``, as TensorFlow).
+    followed by ``end``. output_stream: a file object (default ``sys.stderr``, as TensorFlow)
+    or TensorFlow's ``"file://<path>"`` (appended to that file). Raises ``ValueError`` for
+    another string.
     Inside ``tg.function`` the Tensors' values reach a ``jax.debug.callback(ordered=True)``,
     so prints come in program order. Returns None; not differentiable (prints nothing to
     gradients).
     """
+    if isinstance(output_stream, str) and not output_stream.startswith("file://"):
+        raise ValueError(f"tg.print: output_stream {output_stream!r} is not a file object or "
+                         "a 'file://<path>' string (TensorFlow's two kinds)")
     is_tensor = [isinstance(x, Tensor) for x in inputs]
     values = [x._value for x, t in zip(inputs, is_tensor) if t]
 
@@ -286,7 +291,12 @@ def print(*inputs, output_stream=None, sep=" ", end="\n", summarize=3) -> None: 
         it = iter(arrays)
         parts = [_print_format(next(it), summarize) if t else str(x)
                  for x, t in zip(inputs, is_tensor)]
-        (sys.stderr if output_stream is None else output_stream).write(sep.join(parts) + end)
+        text = sep.join(parts) + end
+        if isinstance(output_stream, str):  # TensorFlow's "file://path": appended to path
+            with open(output_stream[len("file://"):], "a", encoding="utf-8") as f:
+                f.write(text)
+        else:
+            (sys.stderr if output_stream is None else output_stream).write(text)
 
     jax = config.loaded_jax()
     if jax is not None and any(isinstance(v, jax.core.Tracer) for v in values):

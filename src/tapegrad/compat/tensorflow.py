@@ -198,10 +198,23 @@ def _axes(axis):
     return tuple(axis) if isinstance(axis, (list, tuple)) else axis
 
 
+def _integer(x) -> builtins.bool:
+    return convert_to_tensor(x).dtype.kind in "iu"
+
+
 def _reduction(fn):
     """``fn(x, /, *, axis, keepdims)`` with TensorFlow's ``(input_tensor, axis=None,
-    keepdims=False, name=None)``."""
+    keepdims=False, name=None)``; integer sums and products keep the input's dtype (int32
+    stays int32) and an integer mean is the sum divided with truncation, as TensorFlow's."""
     def reduce(input_tensor, axis=None, keepdims=False, name=None):
+        if fn in (_tg.sum, _tg.prod, _tg.mean) and _integer(input_tensor):
+            x = convert_to_tensor(input_tensor)
+            total = (_tg.prod if fn is _tg.prod else _tg.sum)(
+                x, axis=_axes(axis), keepdims=keepdims, dtype=x.dtype)
+            if fn is not _tg.mean:
+                return total
+            n = x.size // builtins.max(total.size, 1) if x.size else 1
+            return _tg.sign(total) * (_tg.abs(total) // _tg.astype(_tg.constant(n), x.dtype))
         return fn(input_tensor, axis=_axes(axis), keepdims=keepdims)
 
     reduce.__name__ = reduce.__qualname__ = fn.__name__
@@ -218,16 +231,27 @@ reduce_logsumexp = _reduction(_tg.special.logsumexp)
 reduce_std, reduce_variance = _reduction(_tg.std), _reduction(_tg.var)
 
 
+def _python_data(values):
+    """``values`` with each entry converted by this module's ``convert_to_tensor`` (int32 for
+    Python ints, float32 for floats) when none has a dtype; else as they are (a Python
+    number then takes its partners' dtype, as in TensorFlow)."""
+    if any(hasattr(v, "dtype") for v in values):
+        return list(values)
+    return [convert_to_tensor(v) for v in values]
+
+
 def concat(values, axis, name=None):
     """``tf.concat``: the tensors ``values`` joined along ``axis`` (required, as in TF);
-    shapes, dtypes, errors and gradient as ``tapegrad.concat``."""
-    return _tg.concat(values, axis=axis)
+    shapes, dtypes, errors and gradient as ``tapegrad.concat`` (Python lists alone: int32 or
+    float32, as TensorFlow converts them)."""
+    return _tg.concat(_python_data(values), axis=axis)
 
 
 def stack(values, axis=0, name=None):
     """``tf.stack``: the same-shape tensors ``values`` stacked along a new ``axis``; shapes,
-    dtypes, errors and gradient as ``tapegrad.stack``."""
-    return _tg.stack(values, axis=axis)
+    dtypes, errors and gradient as ``tapegrad.stack`` (Python numbers alone: int32 or
+    float32, as TensorFlow converts them)."""
+    return _tg.stack(_python_data(values), axis=axis)
 
 
 def transpose(a, perm=None, conjugate=False, name=None):
@@ -272,9 +296,10 @@ def cumsum(x, axis=0, exclusive=False, reverse=False, name=None):
     itself, ``reverse`` sums from the end. Result: ``x``'s shape and dtype; errors as
     ``tapegrad.cumulative_sum``. Gradient: the reversed running sum of the cotangent (by the
     composition)."""
+    x = convert_to_tensor(x)
     if reverse:
         x = _tg.flip(x, axis=axis)
-    out = _tg.cumulative_sum(x, axis=axis)
+    out = _tg.cumulative_sum(x, axis=axis, dtype=x.dtype)  # int32 stays int32, as in TF
     if exclusive:
         out = out - x
     return _tg.flip(out, axis=axis) if reverse else out
@@ -333,7 +358,7 @@ def where(condition, x=None, y=None, name=None):
     if x is None or y is None:
         raise ValueError("tf.where: give both x and y (a choice between them) or neither (the "
                          "indices of the true elements), not only one")
-    return _tg.where(condition, x, y)
+    return _tg.where(condition, *_python_data([x, y]))  # two Python floats: float32
 
 
 # --- manipulation and math -------------------------------------------------------------------

@@ -73,13 +73,15 @@ def _cosine_window(a, b, window_length, periodic, dtype):
     n = int(window_length)
     if n == 1:
         return tg.ones((1,), dtype=dtype)
-    denom = n if periodic else n - 1
+    denom = n if periodic and n % 2 == 0 else n - 1  # TensorFlow: periodic only when even
     return tg.astype(tg.constant(a - b * np.cos(2 * np.pi * np.arange(n) / denom)), dtype)
 
 
 def hann_window(window_length, periodic=True, dtype=tg.float32, name=None):
     """``tf.signal.hann_window``: ``0.5 - 0.5 cos(2 pi n / N)`` for ``n < window_length``,
-    N = ``window_length`` (``periodic``) or ``window_length - 1``; 1-d ``dtype``."""
+    N = ``window_length`` when ``periodic`` and ``window_length`` is even, else
+    ``window_length - 1`` (TensorFlow's rule: an odd periodic window is the symmetric one);
+    1-d ``dtype``; ``[1]`` for length 1."""
     return _cosine_window(0.5, 0.5, window_length, periodic, dtype)
 
 
