@@ -346,3 +346,72 @@ def nn_names(tf):
             tf.nn.softmax_cross_entropy_with_logits(tf.nn.softmax(-x), x),
             tf.nn.sparse_softmax_cross_entropy_with_logits(tf.constant([1, 5]), x),
             tf.nn.sigmoid_cross_entropy_with_logits(tf.nn.sigmoid(-x), x))
+
+
+# --- gradients (tf.GradientTape) -------------------------------------------------------------
+def _grad(tf, f, *xs):
+    xs = [tf.constant(x) for x in xs]
+    with tf.GradientTape() as tape:
+        for x in xs:
+            tape.watch(x)
+        y = f(*xs)
+    return tape.gradient(y, xs)
+
+
+W = R.standard_normal((2, 8, 11, 3)).astype(np.float32)
+
+
+@case
+def gradients_of_new_names(tf):
+    return (
+        *_grad(tf, lambda img: tf.reduce_sum(tf.image.resize(img, [8, 11]) * W), IMG),
+        *_grad(tf, lambda img: tf.reduce_sum(tf.image.resize(img, [3, 4]) ** 2), IMG),
+        *_grad(tf, lambda s: tf.reduce_sum(tf.abs(tf.signal.stft(s, 8, 4)) ** 2), SIG),
+        *_grad(tf, lambda s: tf.reduce_sum(tf.signal.frame(s, 4, 2) * tf.range(4.0)), SIG[:10]),
+        *_grad(tf, lambda x: tf.reduce_sum(tf.math.real(tf.signal.rfft(x, [8])) * 2.0
+                                           + tf.math.imag(tf.signal.rfft(x, [8]))), X),
+        *_grad(tf, lambda x: tf.reduce_sum(tf.signal.fftshift(x) * tf.constant(M)), M),
+    )
+
+
+@case
+def gradients_of_last_sessions_names(tf):
+    upd = np.array([-1.0, -2.0], np.float32)
+    return (
+        *_grad(tf, lambda m, u: tf.reduce_sum(tf.tensor_scatter_nd_update(m, [[0, 0], [2, 1]], u)
+                                              * tf.constant(M)), M, upd),
+        *_grad(tf, lambda a, b: tf.reduce_sum(tf.math.divide_no_nan(a, b)),
+               np.array([1.0, 2.0, 3.0], np.float32), np.array([0.0, 2.0, -1.0], np.float32)),
+        *_grad(tf, lambda d: tf.reduce_sum(tf.math.unsorted_segment_sum(d, [2, 0, 2], 3)
+                                           * tf.constant([[1.0], [2.0], [3.0]])), X[:, :3].T),
+        *_grad(tf, lambda x: tf.reduce_sum(tf.math.top_k(x, 2).values * [1.0, 3.0]), X),
+        *_grad(tf, lambda m: tf.norm(m) + tf.reduce_sum(tf.norm(m, ord=1, axis=1)), M),
+        *_grad(tf, lambda m: tf.reduce_sum(tf.linalg.svd(m, compute_uv=False)), SV),
+        *_grad(tf, lambda p: tf.reduce_sum(tf.gather(p, [[1, 0], [2, 2]], axis=1, batch_dims=1)
+                                           * 2.0), np.arange(24.0, dtype=np.float32).reshape(2, 3, 4)),
+        *_grad(tf, lambda m: tf.reduce_sum(tf.boolean_mask(m, [True, False, True]) ** 2), M),
+        *_grad(tf, lambda m: tf.reduce_sum(tf.gather_nd(m, [[0, 1], [2, 3], [0, 1]])), M),
+        *_grad(tf, lambda m: tf.reduce_sum(tf.linalg.band_part(m, 1, 0) * tf.constant(M.T @ M)[:3]),
+               M),
+        *_grad(tf, lambda x: tf.reduce_sum(tf.math.cumsum(x, 1, exclusive=True, reverse=True)
+                                           * tf.constant(X)), X),
+    )
+
+
+@case
+def gradient_through_tensor_array_loop(tf):
+    @tf.function
+    def loss_and_grad(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            ta = tf.TensorArray(tf.float32, size=4, element_shape=[2])
+
+            def body(i, ta):
+                return i + 1, ta.write(i, x[i] * x[i] * tf.cast(i + 1, tf.float32))
+
+            _, ta = tf.while_loop(lambda i, ta: i < 4, body, [tf.constant(0), ta],
+                                  maximum_iterations=4)
+            loss = tf.reduce_sum(ta.stack() * tf.constant([[1.0, 2.0]]))
+        return loss, tape.gradient(loss, x)
+
+    return loss_and_grad(tf.constant(X[:, :4].T.copy()))
