@@ -308,7 +308,7 @@ def python_number_dtypes(tf):
     cond = tf.constant([True, False])
     i = tf.constant([1, 2, 7])
     return (tf.where(cond, 1.0, 0.0), tf.where(cond, 1, 0), tf.stack([1, 2]),
-            tf.concat([[1, 2], [3]], 0), tf.constant(3) / 2, tf.divide(i, tf.constant(2)),
+            tf.concat([[1, 2], [3]], 0), tf.math.truediv(tf.constant(3), 2), tf.divide(i, tf.constant(2)),
             i // 2, i % 3, tf.constant(2.0) * 3, tf.fill([2], 1.5), tf.range(1, 10, 3),
             tf.zeros([2], tf.int32), tf.ones_like(i), tf.cast(i, tf.float32) / 2)
 

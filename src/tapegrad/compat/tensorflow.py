@@ -770,6 +770,20 @@ from .tf_data import Dataset as _Dataset  # noqa: E402
 data = types.SimpleNamespace(Dataset=_Dataset, AUTOTUNE=_AUTOTUNE,
                              experimental=types.SimpleNamespace(AUTOTUNE=_AUTOTUNE))
 
+def divide(x, y, name=None):
+    """``tf.divide`` / ``tf.math.truediv``: ``x / y``; integer operands are first cast to
+    float64 (int32, int64, uint32...) or float32 (8- and 16-bit), as TensorFlow's ``truediv``
+    does (the Array API's ``divide`` takes floating operands only). Gradient: division's."""
+    x, y = _python_data([x, y])
+    x, y = convert_to_tensor(x), convert_to_tensor(y, x.dtype) if not hasattr(y, "dtype") else y
+    if x.dtype.kind in "iu" and _np.dtype(y.dtype).kind in "iu":
+        to = _f32 if x.dtype.itemsize <= 2 else _tg.float64
+        x, y = _tg.astype(x, to), _tg.astype(y, to)
+    return _tg.divide(x, y)
+
+
+math.divide = math.truediv = truediv = divide
+
 # --- tf.signal, tf.image.resize, tf.debugging, tf.TensorArray, tf.summary (issue 33) -------
 from . import tf_debugging as _tf_debugging  # noqa: E402
 from . import tf_signal as _tf_signal  # noqa: E402

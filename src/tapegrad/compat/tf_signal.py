@@ -58,15 +58,23 @@ def irfft(input_tensor, fft_length=None, name=None):
     return tg.fft.irfft(x, n=_length(fft_length, 2 * (x.shape[-1] - 1)))
 
 
+def _shift(x, axes, sign):
+    x = tg.convert_to_tensor(x)
+    axes = tuple(range(x.ndim)) if axes is None else tuple(np.atleast_1d(axes).tolist())
+    return tg.roll(x, tuple(sign * (x.shape[a] // 2) for a in axes), axis=axes)
+
+
 def fftshift(x, axes=None, name=None):
     """``tf.signal.fftshift``: the zero frequency moved to the centre along ``axes`` (an int
-    or a list; all axes when None, as in TensorFlow)."""
-    return tg.fft.fftshift(x, axes=tuple(axes) if isinstance(axes, (list, tuple)) else axes)
+    or a list; all axes when None, as in TensorFlow): a roll by ``n // 2`` (any dtype, as
+    TensorFlow's; ``tapegrad.fft.fftshift`` is floating-only on array-api-strict).
+    Gradient: the opposite roll."""
+    return _shift(x, axes, 1)
 
 
 def ifftshift(x, axes=None, name=None):
-    """``tf.signal.ifftshift``: the inverse of :func:`fftshift`."""
-    return tg.fft.ifftshift(x, axes=tuple(axes) if isinstance(axes, (list, tuple)) else axes)
+    """``tf.signal.ifftshift``: the inverse of :func:`fftshift` (a roll by ``-(n // 2)``)."""
+    return _shift(x, axes, -1)
 
 
 def _cosine_window(a, b, window_length, periodic, dtype):
