@@ -14,7 +14,10 @@ unless given a dtype (``one_hot`` is float32 in tapegrad too). ``nn`` (convoluti
 included), ``optimizers`` (also as ``keras.optimizers``, with ``schedules``) and ``train`` are
 tapegrad's own. ``data.Dataset`` (``tapegrad.compat.tf_data``) is an input pipeline of
 Tensors iterated eagerly in Python (``from_tensor_slices``, ``map``, ``shuffle``, ``batch``,
-``repeat``, ...).
+``repeat``, ...). ``signal`` and ``image.resize`` (``compat.tf_signal``), ``debugging``
+(``compat.tf_debugging``), ``TensorArray`` (``compat.tf_tensor_array``) and ``summary``
+(``compat.tf_summary``, JSON lines, not TensorBoard's format) live in their own modules;
+``tests/tf_oracle`` compares this module's outputs with real TensorFlow's.
 """
 from __future__ import annotations
 
