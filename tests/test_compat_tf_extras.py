@@ -192,3 +192,10 @@ def test_integer_reductions_keep_int32_and_truncate_the_mean():
     assert tf.reduce_sum(i).dtype == np.int32 and tf.math.cumsum(i).dtype == np.int32
     np.testing.assert_array_equal(tf.reduce_mean(i, 1).numpy(), [-2, 2])  # -2.5 -> -2, as C
     np.testing.assert_array_equal(tf.reduce_mean(i, 0, keepdims=True).numpy(), [[-2, 1]])
+
+
+def test_tensor_array_element_shape_with_unknown_sizes_is_learned_from_the_first_write():
+    ta = tf.TensorArray(tf.float32, size=2, element_shape=[None, 2])
+    assert ta.element_shape is None
+    ta = ta.write(1, tf.ones([3, 2]))
+    assert ta.element_shape == (3, 2) and ta.stack().shape == (2, 3, 2)

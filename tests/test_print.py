@@ -74,3 +74,31 @@ def test_numeric_format_spec_on_a_traced_tensor_says_to_use_tg_print():
 
     with pytest.raises(TypeError, match=r"format spec '.3f' on a traced tensor.*tg.print"):
         f(tg.constant(1.0))
+
+
+def test_print_of_a_variable_inside_tg_function(capsys):
+    v = tg.Variable([1.0, 2.0], name="w")
+
+    @tg.function
+    def f(x):
+        print(v, repr(v))
+        tg.print(v, x, output_stream=sys.stdout)
+        return v * x
+
+    f(tg.constant(2.0))
+    f(tg.constant(3.0))
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith('Tensor("traced", shape=(2,), dtype=float64) <tg.Variable \'w')
+    assert out[0].endswith("shape=(2,) dtype=float64, traced>")
+    assert out[1:] == ["[1 2] 2", "[1 2] 3"]
+    assert "numpy=" in repr(v)  # eagerly the value
+
+
+def test_print_output_stream_file_url_and_bad_string(tmp_path):
+    path = tmp_path / "log.txt"
+    tg.print("a", tg.constant([1, 2]), output_stream=f"file://{path}")
+    tg.print("b", output_stream=f"file://{path}")
+    assert path.read_text() == "a [1 2]\nb\n"
+    with pytest.raises(ValueError, match=r"output_stream 'stdout' is not a file object or a "
+                                         r"'file://<path>' string"):
+        tg.print("x", output_stream="stdout")

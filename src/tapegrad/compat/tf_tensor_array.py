@@ -34,7 +34,7 @@ def _concrete(index):
 class TensorArray:
     """``tf.TensorArray(dtype, size=None, dynamic_size=None, clear_after_read=None, ...,
     element_shape=None)``: ``size`` elements (an int; 0 by default) of ``dtype`` and shape
-    ``element_shape`` (learned from the first write when None). With ``dynamic_size`` a write
+    ``element_shape`` (learned from the first write when None or holding a None). With ``dynamic_size`` a write
     past the end grows it (eagerly, with a concrete index; not inside a loop, whose variables
     keep their shapes). Raises ``ValueError`` (``tf.errors.InvalidArgumentError``) for a
     write or read out of range of a fixed-size array and for an element of another shape."""
@@ -48,8 +48,9 @@ class TensorArray:
             raise ValueError("tf.TensorArray: size must be known when the array is made (a "
                              "Python int or a Tensor computed outside tf.function)")
         self._dynamic = bool(dynamic_size)
-        self._shape = None if element_shape is None else tuple(
-            int(d) for d in getattr(element_shape, "_static", element_shape))
+        shape = None if element_shape is None else tuple(
+            getattr(element_shape, "_static", element_shape))
+        self._shape = None if shape is None or None in shape else tuple(int(d) for d in shape)
         self._buffer = None if self._shape is None else tg.zeros(
             (self._size, *self._shape), dtype=self._dtype)
 
