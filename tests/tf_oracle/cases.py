@@ -415,3 +415,18 @@ def gradient_through_tensor_array_loop(tf):
         return loss, tape.gradient(loss, x)
 
     return loss_and_grad(tf.constant(X[:, :4].T.copy()))
+
+
+@case
+def compiled_new_names(tf):
+    @tf.function
+    def f(img, s, x):
+        ta = tf.TensorArray(tf.float32, size=2).unstack(x)
+        return (tf.image.resize(img, [4, 9]), tf.image.resize(img, [3, 3], method="nearest"),
+                tf.signal.stft(s, 8, 4), tf.signal.frame(s, 5, 3, pad_end=True),
+                tf.signal.hann_window(6), tf.signal.irfft(tf.signal.rfft(x)),
+                tf.signal.fftshift(x), ta.read(1), ta.concat(), tf.math.top_k(x, 3).indices,
+                tf.math.unsorted_segment_sum(x, [1, 1], 2), tf.linalg.band_part(x, 0, 1),
+                tf.reduce_mean(tf.cast(x > 0, tf.int32), 1), tf.debugging.check_numerics(x, "x"))
+
+    return f(tf.constant(IMG), tf.constant(SIG), tf.constant(X))
