@@ -123,7 +123,7 @@ def frame(signal, frame_length, frame_step, pad_end=False, pad_value=0, axis=-1,
     else:
         frames = max(0, 1 + (n - length) // step)
     idx = (step * np.arange(frames)[:, None] + np.arange(length)[None, :]).reshape(-1)
-    out = tg.take(x, tg.constant(idx), axis=axis)
+    out = tg.take(x, idx, axis=axis)
     return tg.reshape(out, (*x.shape[:axis], frames, length, *x.shape[axis + 1:]))
 
 
@@ -171,7 +171,7 @@ def resize(images, size, method="bilinear", preserve_aspect_ratio=False, antiali
         centre = (np.arange(out, dtype=np.float32) + np.float32(0.5)) * scale
         if name_ == "nearest":
             idx = np.minimum(np.floor(centre).astype(np.int64), n - 1)
-            x = tg.take(x, tg.constant(idx), axis=axis)
+            x = tg.take(x, idx, axis=axis)
             continue
         pos = centre - np.float32(0.5)
         low = np.floor(pos)
@@ -180,7 +180,7 @@ def resize(images, size, method="bilinear", preserve_aspect_ratio=False, antiali
         shape = [1] * x.ndim
         shape[axis] = out
         w = tg.reshape(tg.constant(w), tuple(shape))
-        lo = tg.take(x, tg.constant(np.clip(low, 0, n - 1)), axis=axis)
-        hi = tg.take(x, tg.constant(np.clip(low + 1, 0, n - 1)), axis=axis)
+        lo = tg.take(x, np.clip(low, 0, n - 1), axis=axis)
+        hi = tg.take(x, np.clip(low + 1, 0, n - 1), axis=axis)
         x = lo + (hi - lo) * w
     return x

@@ -137,7 +137,7 @@ class TensorArray:
         self._element(value[0] if value.shape[0] else tg.zeros(self._shape, self._dtype),
                       "scatter", self._shape)
         buffer = self._room(int(idx.max()) if idx.size else None, "scatter")
-        buffer[tg.constant(idx.astype(np.int64))] = value
+        buffer[idx.astype(np.int64)] = value
         return self._new(buffer)
 
     # --- reads --------------------------------------------------------------------------------
