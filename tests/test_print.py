@@ -102,3 +102,14 @@ def test_print_output_stream_file_url_and_bad_string(tmp_path):
     with pytest.raises(ValueError, match=r"output_stream 'stdout' is not a file object or a "
                                          r"'file://<path>' string"):
         tg.print("x", output_stream="stdout")
+
+
+def test_tg_print_inside_tg_function_mixes_traced_and_constant_tensors(capsys, recwarn):
+    @tg.function
+    def f(x):
+        tg.print(x, tg.constant([5, 6]), tg.arange(2.0) + 1, output_stream=sys.stdout)
+        return x
+
+    f(tg.constant(1.5))
+    assert capsys.readouterr().out == "1.5 [5 6] [1 2]\n"
+    assert not [w for w in recwarn if "array_api_strict dtype" in str(w.message)]

@@ -300,6 +300,8 @@ def print(*inputs, output_stream=None, sep=" ", end="\n", summarize=3) -> None: 
 
     jax = config.loaded_jax()
     if jax is not None and any(isinstance(v, jax.core.Tracer) for v in values):
+        values = [v if isinstance(v, jax.core.Tracer) else _backend.to_numpy(v)
+                  for v in values]  # constants as NumPy: JAX takes no other library's arrays
         jax.debug.callback(emit, *values, ordered=True)
     else:
         emit(*values)

@@ -22,9 +22,10 @@ __all__ = ["assert_equal", "assert_near", "assert_less", "assert_less_equal",
 
 def _run(check, *tensors):
     """``check(*arrays)`` (NumPy arrays) now, or, inside a trace, when the program runs."""
-    values = [t._value for t in tensors]
     jax = tg.config.loaded_jax()
-    if jax is not None and any(isinstance(v, jax.core.Tracer) for v in values):
+    if jax is not None and any(isinstance(t._value, jax.core.Tracer) for t in tensors):
+        values = [t._value if isinstance(t._value, jax.core.Tracer) else t.numpy()
+                  for t in tensors]  # constants as NumPy: JAX takes no other library's arrays
         jax.debug.callback(lambda *a: check(*(np.asarray(v) for v in a)), *values, ordered=True)
     else:
         check(*(np.asarray(t.numpy()) for t in tensors))

@@ -120,9 +120,10 @@ def _write(kind, name, data, step, convert):
         writer._add({"wall_time": time.time(), "step": int(np.asarray(step_value)),
                      "tag": name, "kind": kind, **convert(np.asarray(value))})
 
-    values = [t._value for t in tensors]
     jax = tg.config.loaded_jax()
-    if jax is not None and any(isinstance(v, jax.core.Tracer) for v in values):
+    if jax is not None and any(isinstance(t._value, jax.core.Tracer) for t in tensors):
+        values = [t._value if isinstance(t._value, jax.core.Tracer) else t.numpy()
+                  for t in tensors]  # constants as NumPy: JAX takes no other library's arrays
         jax.debug.callback(record, *values, ordered=True)
     else:
         record(*(t.numpy() for t in tensors))
