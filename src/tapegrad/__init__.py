@@ -54,6 +54,7 @@ bool = _np.bool_  # noqa: A001 - Array API name
 e, pi, inf, nan, newaxis = _np.e, _np.pi, _np.inf, _np.nan, None
 __array_api_version__ = "2024.12"  # the Array API revision the main namespace implements
 
+print = debugging.print  # noqa: A001 - tg.print; not in __all__, so * keeps Python's print
 _provide(namespace=_sys.modules[__name__])  # Tensor.__array_namespace__ returns this module
 
 __all__ = [

@@ -19,7 +19,7 @@ import itertools
 
 import numpy as np
 
-from . import _backend
+from . import _backend, config
 from ._structural import extensions as _extensions
 
 _ids = itertools.count(1)
@@ -129,9 +129,17 @@ class Tensor:
 
     # --- Python protocol ---------------------------------------------------------------------
     def __repr__(self):
+        if _traced(self._value):
+            return f"<tg.Tensor: shape={self.shape}, dtype={self.dtype}, traced>"
         return f"<tg.Tensor: shape={self.shape}, dtype={self.dtype}, numpy={_short(self)}>"
 
     def __str__(self):
+        """The value as NumPy prints it; inside ``tg.function``, where the value is symbolic,
+        TensorFlow's description of a graph tensor, ``Tensor("traced", shape=(3,),
+        dtype=float32)`` (Python's ``print`` then prints it once per trace; ``tg.print``
+        prints values when the compiled function runs)."""
+        if _traced(self._value):
+            return f'Tensor("traced", shape={self.shape}, dtype={self.dtype})'
         return str(self.numpy())
 
 
@@ -151,6 +159,12 @@ def wrapped(value) -> Tensor:
     neither converted nor copied) wrapped as a Tensor. To convert data (Python scalars and
     sequences, NumPy arrays under another default backend) use ``ops.convert_to_tensor``."""
     return value if isinstance(value, Tensor) else Tensor(value)
+
+
+def _traced(value) -> bool:
+    """Whether ``value`` is a JAX tracer (symbolic, inside ``tg.function`` or a transform)."""
+    jax = config.loaded_jax()
+    return jax is not None and isinstance(value, jax.core.Tracer)
 
 
 def _short(t) -> str:

@@ -24,7 +24,7 @@ import numpy as np
 from . import _backend
 from ._structural import extensions as _extensions
 from ._structural import ops as _structural_ops
-from ._tensor import Tensor, _ids, _new, _short
+from ._tensor import Tensor, _ids, _new, _short, _traced
 
 _variables = weakref.WeakValueDictionary()  # id -> every live Variable (tg.function lifts them)
 name_scopes = threading.local()  # .prefix: Variable names' prefix (tapegrad.module.name_scope)
@@ -558,6 +558,8 @@ class Variable(DeviceTensor):
         return t
 
     def __repr__(self):
+        if _traced(self._value):  # inside tg.function: no value yet, as TensorFlow's repr
+            return f"<tg.Variable '{self.name}' shape={self.shape} dtype={self.dtype}, traced>"
         return (f"<tg.Variable '{self.name}' shape={self.shape} dtype={self.dtype}, "
                 f"numpy={_short(self)}>")
 

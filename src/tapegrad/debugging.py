@@ -26,7 +26,7 @@ from .errors import GradientCheckError, GradientCheckWarning, NumericsError, des
 __all__ = ["enable_check_numerics", "disable_check_numerics", "log", "enable_gradient_checks",
            "disable_gradient_checks", "gradient_checks", "enable_memory_report",
            "disable_memory_report", "memory_report", "saved_residuals", "MemoryReport",
-           "MemoryRow", "KeptTensor"]
+           "MemoryRow", "KeptTensor", "print"]
 
 
 class _NumericsObserver:
@@ -230,6 +230,81 @@ def log(name: str, value) -> None:
             "it from a gradient function (custom_gradient or RegisterGradient) while "
             "tape.gradient runs")
     tape.logs.setdefault(name, []).append(value)
+
+
+# --- printing at run time ----------------------------------------------------------------------
+def _print_element(x) -> str:
+    """One NumPy scalar as TensorFlow writes it: booleans as 1/0, floats in the shortest of
+    ``%.6g``/``%.9g`` (float16/32) or ``%.15g``/``%.17g`` (float64) that reads back the same."""
+    if x.dtype.kind == "b":
+        return str(int(x))
+    if x.dtype.kind != "f":
+        return str(x)
+    short, full = (15, 17) if x.dtype.itemsize == 8 else (6, 9)
+    text = "%.*g" % (short, x)
+    return text if not np.isfinite(x) or x.dtype.type(text) == x else "%.*g" % (full, x)
+
+
+def _print_format(value, summarize) -> str:
+    """A value as TensorFlow's ``tf.print`` writes it: nested brackets, elements separated by
+    a space and not aligned, at most ``summarize`` elements at each end of every axis with
+    ``...`` between (None or negative: all); 3-d and up: blank lines between blocks."""
+    a = np.asarray(_backend.to_numpy(value))
+    edge = None if summarize is None or summarize < 0 else summarize
+
+    def text(x, depth):
+        if x.ndim == 0:
+            return _print_element(x[()])
+        n = x.shape[0]
+        shown = (list(range(n)) if edge is None or n <= 2 * edge
+                 else [*range(edge), None, *range(n - edge, n)])
+        sep = " " if x.ndim == 1 else "\n" * (x.ndim - 1) + " " * (depth + 1)
+        return "[" + sep.join("..." if i is None else text(x[i], depth + 1)
+                              for i in shown) + "]"
+
+    return text(a, 0)
+
+
+def print(*inputs, output_stream=None, sep=" ", end="\n", summarize=3) -> None:  # noqa: A001
+    """Print ``inputs`` when the computation runs: eagerly at once, inside ``tg.function`` each
+    time the compiled function is called (Python's ``print`` there runs once per trace and
+    shows a traced Tensor's description, not its value). TensorFlow's ``tf.print``.
+
+    inputs: Tensors (any shape and dtype), written as TensorFlow writes them (``[1 2 3 ... 5 6
+    7]``, ``[[1.5 2]\n [-3.25 10]]``: no commas, no alignment, booleans as 1/0, floats in the
+    fewest digits that read back the same) with at most ``summarize`` elements at each end of
+    every axis (-1 or None: all), and any other objects, written as ``str``; joined by ``sep`` and
+    followed by ``end``. output_stream: a file object (default ``sys.stderr``, as TensorFlow)
+    or TensorFlow's ``"file://<path>"`` (appended to that file). Raises ``ValueError`` for
+    another string.
+    Inside ``tg.function`` the Tensors' values reach a ``jax.debug.callback(ordered=True)``,
+    so prints come in program order. Returns None; not differentiable (prints nothing to
+    gradients).
+    """
+    if isinstance(output_stream, str) and not output_stream.startswith("file://"):
+        raise ValueError(f"tg.print: output_stream {output_stream!r} is not a file object or "
+                         "a 'file://<path>' string (TensorFlow's two kinds)")
+    is_tensor = [isinstance(x, Tensor) for x in inputs]
+    values = [x._value for x, t in zip(inputs, is_tensor) if t]
+
+    def emit(*arrays):
+        it = iter(arrays)
+        parts = [_print_format(next(it), summarize) if t else str(x)
+                 for x, t in zip(inputs, is_tensor)]
+        text = sep.join(parts) + end
+        if isinstance(output_stream, str):  # TensorFlow's "file://path": appended to path
+            with open(output_stream[len("file://"):], "a", encoding="utf-8") as f:
+                f.write(text)
+        else:
+            (sys.stderr if output_stream is None else output_stream).write(text)
+
+    jax = config.loaded_jax()
+    if jax is not None and any(isinstance(v, jax.core.Tracer) for v in values):
+        values = [v if isinstance(v, jax.core.Tracer) else _backend.to_numpy(v)
+                  for v in values]  # constants as NumPy: JAX takes no other library's arrays
+        jax.debug.callback(emit, *values, ordered=True)
+    else:
+        emit(*values)
 
 
 # --- what the tape keeps ------------------------------------------------------------------------

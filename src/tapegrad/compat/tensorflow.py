@@ -14,7 +14,10 @@ unless given a dtype (``one_hot`` is float32 in tapegrad too). ``nn`` (convoluti
 included), ``optimizers`` (also as ``keras.optimizers``, with ``schedules``) and ``train`` are
 tapegrad's own. ``data.Dataset`` (``tapegrad.compat.tf_data``) is an input pipeline of
 Tensors iterated eagerly in Python (``from_tensor_slices``, ``map``, ``shuffle``, ``batch``,
-``repeat``, ...).
+``repeat``, ...). ``signal`` and ``image.resize`` (``compat.tf_signal``), ``debugging``
+(``compat.tf_debugging``), ``TensorArray`` (``compat.tf_tensor_array``) and ``summary``
+(``compat.tf_summary``, JSON lines, not TensorBoard's format) live in their own modules;
+``tests/tf_oracle`` compares this module's outputs with real TensorFlow's.
 """
 from __future__ import annotations
 
@@ -199,10 +202,23 @@ def _axes(axis):
     return tuple(axis) if isinstance(axis, (list, tuple)) else axis
 
 
+def _integer(x) -> builtins.bool:
+    return convert_to_tensor(x).dtype.kind in "iu"
+
+
 def _reduction(fn):
     """``fn(x, /, *, axis, keepdims)`` with TensorFlow's ``(input_tensor, axis=None,
-    keepdims=False, name=None)``."""
+    keepdims=False, name=None)``; integer sums and products keep the input's dtype (int32
+    stays int32) and an integer mean is the sum divided with truncation, as TensorFlow's."""
     def reduce(input_tensor, axis=None, keepdims=False, name=None):
+        if fn in (_tg.sum, _tg.prod, _tg.mean) and _integer(input_tensor):
+            x = convert_to_tensor(input_tensor)
+            total = (_tg.prod if fn is _tg.prod else _tg.sum)(
+                x, axis=_axes(axis), keepdims=keepdims, dtype=x.dtype)
+            if fn is not _tg.mean:
+                return total
+            n = x.size // builtins.max(total.size, 1) if x.size else 1
+            return _tg.sign(total) * (_tg.abs(total) // _tg.astype(_tg.constant(n), x.dtype))
         return fn(input_tensor, axis=_axes(axis), keepdims=keepdims)
 
     reduce.__name__ = reduce.__qualname__ = fn.__name__
@@ -244,16 +260,27 @@ reduce_logsumexp = _reduction(_tg.special.logsumexp)
 reduce_std, reduce_variance = _reduction(_tg.std), _reduction(_tg.var)
 
 
+def _python_data(values):
+    """``values`` with each entry converted by this module's ``convert_to_tensor`` (int32 for
+    Python ints, float32 for floats) when none has a dtype; else as they are (a Python
+    number then takes its partners' dtype, as in TensorFlow)."""
+    if any(hasattr(v, "dtype") for v in values):
+        return list(values)
+    return [convert_to_tensor(v) for v in values]
+
+
 def concat(values, axis, name=None):
     """``tf.concat``: the tensors ``values`` joined along ``axis`` (required, as in TF);
-    shapes, dtypes, errors and gradient as ``tapegrad.concat``."""
-    return _tg.concat(values, axis=axis)
+    shapes, dtypes, errors and gradient as ``tapegrad.concat`` (Python lists alone: int32 or
+    float32, as TensorFlow converts them)."""
+    return _tg.concat(_python_data(values), axis=axis)
 
 
 def stack(values, axis=0, name=None):
     """``tf.stack``: the same-shape tensors ``values`` stacked along a new ``axis``; shapes,
-    dtypes, errors and gradient as ``tapegrad.stack``."""
-    return _tg.stack(values, axis=axis)
+    dtypes, errors and gradient as ``tapegrad.stack`` (Python numbers alone: int32 or
+    float32, as TensorFlow converts them)."""
+    return _tg.stack(_python_data(values), axis=axis)
 
 
 def transpose(a, perm=None, conjugate=False, name=None):
@@ -361,7 +388,7 @@ def where(condition, x=None, y=None, name=None):
     if x is None or y is None:
         raise ValueError("tf.where: give both x and y (a choice between them) or neither (the "
                          "indices of the true elements), not only one")
-    return _tg.where(condition, x, y)
+    return _tg.where(condition, *_python_data([x, y]))  # two Python floats: float32
 
 
 # --- manipulation and math -------------------------------------------------------------------
@@ -730,39 +757,14 @@ class device:  # noqa: N801 - TensorFlow's name
         return False
 
 
-def _tf_format(v, summarize):
-    a = _np.asarray(v)
-    if a.ndim == 0:
-        return str(a)
-    edge = a.size if summarize is None or summarize < 0 else summarize
-    return _np.array2string(a, separator=" ", threshold=2 * edge, edgeitems=edge)
-
-
 def print(*inputs, output_stream=None, sep=" ", end="\n", summarize=3, name=None):  # noqa: A001
-    """``tf.print``: writes ``inputs`` (Tensors as NumPy-style arrays without commas, at most
-    ``summarize`` elements per axis at each end, -1 for all; anything else as ``str``),
-    joined by ``sep`` and followed by ``end``, to ``output_stream`` (a file; default
-    ``sys.stderr``, as in TensorFlow). Inside ``tf.function`` it prints when the compiled
-    call runs (a ``jax.debug.callback`` with the Tensors' values), not when it is traced."""
-    import sys
-    stream = sys.stderr if output_stream is None else output_stream
-    is_t = [isinstance(x, Tensor) for x in inputs]
-
-    def emit(*values):
-        it = iter(values)
-        parts = [_tf_format(next(it), summarize) if t else str(x) for x, t in zip(inputs, is_t)]
-        stream.write(sep.join(parts) + end)
-
-    values = [x._value for x in inputs if isinstance(x, Tensor)]
-    jax = _tg.config.loaded_jax()
-    if jax is not None and any(isinstance(v, jax.core.Tracer) for v in values):
-        jax.debug.callback(emit, *values, ordered=True)
-    else:
-        emit(*values)
+    """``tf.print``: ``tg.print`` (``tapegrad.debugging.print``: at run time, also inside
+    ``tf.function``; TensorFlow's layout, default stream ``sys.stderr``)."""
+    _tg.debugging.print(*inputs, output_stream=output_stream, sep=sep, end=end,
+                        summarize=summarize)
 
 
-_CLOSEST = {"TensorArray": "tg.stack of a list",
-            "summary": "none", "autograph": "none (write tg.cond / tg.while_loop)"}
+_CLOSEST = {"autograph": "none (write tg.cond / tg.while_loop)"}
 
 
 def _missing(where, name):
@@ -798,5 +800,36 @@ from .tf_data import Dataset as _Dataset  # noqa: E402
 data = types.SimpleNamespace(Dataset=_Dataset, AUTOTUNE=_AUTOTUNE,
                              experimental=types.SimpleNamespace(AUTOTUNE=_AUTOTUNE))
 
-for _sub in ("math", "linalg", "random", "errors", "autodiff", "data"):
+def divide(x, y, name=None):
+    """``tf.divide`` / ``tf.math.truediv``: ``x / y``; integer operands are first cast to
+    float64 (int32, int64, uint32...) or float32 (8- and 16-bit), as TensorFlow's ``truediv``
+    does (the Array API's ``divide`` takes floating operands only). Gradient: division's."""
+    x, y = _python_data([x, y])
+    x, y = convert_to_tensor(x), convert_to_tensor(y, x.dtype) if not hasattr(y, "dtype") else y
+    if x.dtype.kind in "iu" and _np.dtype(y.dtype).kind in "iu":
+        to = _f32 if x.dtype.itemsize <= 2 else _tg.float64
+        x, y = _tg.astype(x, to), _tg.astype(y, to)
+    return _tg.divide(x, y)
+
+
+math.divide = math.truediv = truediv = divide
+
+# --- tf.signal, tf.image.resize, tf.debugging, tf.TensorArray, tf.summary (issue 33) -------
+from . import tf_debugging as _tf_debugging  # noqa: E402
+from . import tf_signal as _tf_signal  # noqa: E402
+from . import tf_summary as _tf_summary  # noqa: E402
+from .tf_tensor_array import TensorArray  # noqa: E402, F401
+
+signal = types.SimpleNamespace(**{n: getattr(_tf_signal, n) for n in _tf_signal.__all__
+                                  if n != "resize"})
+image = types.SimpleNamespace(resize=_tf_signal.resize, ResizeMethod=types.SimpleNamespace(
+    BILINEAR="bilinear", NEAREST_NEIGHBOR="nearest"))
+debugging = types.SimpleNamespace(**{n: getattr(_tf_debugging, n)
+                                     for n in _tf_debugging.__all__})
+summary = types.SimpleNamespace(**{n: getattr(_tf_summary, n) for n in _tf_summary.__all__})
+assert_equal, assert_rank = debugging.assert_equal, debugging.assert_rank
+distribute = _tg.distribute  # MirroredStrategy, get_strategy, ReduceOp
+
+for _sub in ("math", "linalg", "random", "errors", "autodiff", "data", "signal", "image",
+             "debugging", "summary"):
     globals()[_sub] = _Namespace(_tf_name=f"tf.{_sub}", **vars(globals()[_sub]))

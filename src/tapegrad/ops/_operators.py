@@ -62,6 +62,13 @@ def _iter(self):
 
 
 def _format(self, spec):
+    if _tensor._traced(self._value):  # symbolic: its description, as str() gives
+        try:
+            return format(str(self), spec)
+        except ValueError:
+            raise TypeError(f"format spec {spec!r} on a traced tensor (inside tg.function): "
+                            "it has no value yet; print values at run time with "
+                            "tg.print(x)") from None
     if self.ndim == 0:
         return format(self.numpy().item(), spec)
     return format(str(self), spec)
