@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import threading
+import weakref
 
 import numpy as np
 
@@ -27,13 +28,15 @@ from . import _backend, config
 from ._function import (Function, _BoundFunction, _callback_mesh, _input, _jax, _leaf_key,
                         _variable_input)
 from ._tensor import Tensor
-from ._variables import (device_array, live_variables, on_device, set_on_device, set_state,
-                         visible_variables)
+from ._variables import (bind_variables, device_array, live_variables, on_device, set_on_device,
+                         set_state, visible_variables)
 
-__all__ = ["MirroredStrategy", "ReduceOp", "get_strategy", "has_strategy", "process_rows"]
+__all__ = ["MirroredStrategy", "PerReplica", "ReduceOp", "ReplicaContext", "get_replica_context",
+           "get_strategy", "has_strategy", "process_rows"]
 
 _AXIS = "batch"
 _state = threading.local()  # .strategy: the strategy whose scope is entered in this thread
+_padded = {}  # id(Tensor) -> the real rows of an uneven batch padded by a per-replica strategy
 
 
 class ReduceOp(enum.Enum):
@@ -72,7 +75,10 @@ class MirroredStrategy:
     * :meth:`reduce`, :attr:`num_replicas_in_sync`, :meth:`experimental_local_results`.
     """
 
-    def __init__(self, devices=None):
+    def __init__(self, devices=None, per_replica=True):
+        if per_replica not in (True, False):
+            raise TypeError(f"MirroredStrategy(per_replica=...): expected True or False, got "
+                            f"{per_replica!r}")
         jax = _jax()
         from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
@@ -104,6 +110,7 @@ class MirroredStrategy:
                 raise ValueError(f"MirroredStrategy(devices=...): a device is listed twice: "
                                  f"{chosen}")
         self._jax = jax
+        self.per_replica = per_replica
         self.devices = tuple(chosen)
         # several processes (jax.distributed): each feeds its own devices' rows of a batch
         self._process = jax.process_index() if jax.process_count() > 1 else None
@@ -115,7 +122,8 @@ class MirroredStrategy:
         self._steps = {}  # the user's step -> the Function that runs it
 
     def __repr__(self):
-        return f"MirroredStrategy(devices={list(self.devices)})"
+        extra = "" if self.per_replica else ", per_replica=False"
+        return f"MirroredStrategy(devices={list(self.devices)}{extra})"
 
     @property
     def num_replicas_in_sync(self) -> int:
@@ -196,8 +204,17 @@ class MirroredStrategy:
                 where = jax.tree_util.keystr(path) or "the batch"
                 raise ValueError(f"{self!r}: {where} is a 0-d value; every leaf of a batch "
                                  "needs a first (batch) axis to split across the devices")
-            even = host.shape[0] % self.num_replicas_in_sync == 0
-            d = self._put(host, self._sharded if even else self._replicated)
+            n = self.num_replicas_in_sync
+            rows = host.shape[0]
+            if rows % n and self.per_replica:  # padded with zero rows to a multiple of n
+                fill = np.zeros((n - rows % n, *host.shape[1:]), host.dtype)
+                d = self._put(np.concatenate([host, fill]), self._sharded)
+                t = on_device(d, "MirroredStrategy")
+                _padded[id(t)] = rows
+                weakref.finalize(t, _padded.pop, id(t), None)
+                out.append(t)
+                continue
+            d = self._put(host, self._sharded if rows % n == 0 else self._replicated)
             out.append(on_device(d, "MirroredStrategy", host=_backend.asarray(host)))
         return jax.tree_util.tree_unflatten(treedef, out)
 
@@ -236,10 +253,126 @@ class MirroredStrategy:
         if not isinstance(args, (tuple, list)):
             raise TypeError(f"{self!r}.run: args must be a tuple or list of the step's "
                             f"arguments, got {type(args).__name__} (write args=(x,))")
+        if self.per_replica:
+            return self._run_per_replica(fn, args, kwargs or {})
         step = self._steps.get(fn)
         if step is None:
             step = self._steps[fn] = Function(self._constrained(fn), jit_compile=True)
         return step(*args, **(kwargs or {}))
+
+    def _run_per_replica(self, fn, args, kwargs):
+        """:meth:`run` with TensorFlow's semantics: ``fn`` once per replica on its share."""
+        jax = self._jax
+        leaves, treedef = jax.tree_util.tree_flatten(
+            (tuple(args), kwargs), is_leaf=lambda x: isinstance(x, (Tensor, PerReplica)))
+        kinds, rows = [], set()
+        for k, x in enumerate(leaves):
+            if isinstance(x, PerReplica):
+                if x._strategy is not self:
+                    raise ValueError(f"{self!r}.run: argument {k} is a PerReplica value of "
+                                     f"another strategy ({x._strategy!r})")
+                leaves[k], kind = x._stacked, "stacked"
+            elif isinstance(x, Tensor) and _sharding(x) == self._sharded:
+                kind = "split"  # from experimental_distribute_values / _dataset
+                rows.add(_padded.get(id(x), x.shape[0]))
+            else:
+                kind = "whole" if isinstance(x, Tensor) or hasattr(x, "shape") else None
+            kinds.append(kind)
+        if len(rows) > 1:
+            raise ValueError(f"{self!r}.run: the distributed arguments have different batch "
+                             f"sizes {sorted(rows)}; split one batch of equal-length leaves")
+        padded = any(id(x) in _padded for x in leaves if isinstance(x, Tensor))
+        key = (fn, tuple(kinds))
+        step = self._steps.get(key)
+        if step is None:
+            step = self._steps[key] = Function(self._replicated_fn(fn, treedef, kinds),
+                                               jit_compile=True)
+        real = np.asarray(rows.pop() if rows else 0, np.int32)
+        out = step(padded, real, leaves)
+        out_leaves, out_tree = jax.tree_util.tree_flatten(out)
+        result = [PerReplica(o, self, self._padding(o, leaves, kinds, padded, int(real)))
+                  if isinstance(o, Tensor) else o for o in out_leaves]
+        return jax.tree_util.tree_unflatten(out_tree, result)
+
+    def _padding(self, out, leaves, kinds, padded, real):
+        """``(local rows, real rows)`` for a per-replica result whose first axis is the local
+        batch of a padded batch (its padding rows are left out of its values), else None."""
+        if not padded:
+            return None
+        local = next(leaves[k].shape[0] for k, kd in enumerate(kinds) if kd == "split")
+        local //= self.num_replicas_in_sync
+        return (local, real) if out.ndim >= 2 and out.shape[1] == local else None
+
+    def _replicated_fn(self, fn, treedef, kinds):
+        """The function a per-replica :meth:`run` compiles: ``jax.shard_map`` of ``fn`` over
+        the mesh (split arguments by rows, others and the Variables whole), which returns
+        each Tensor result stacked along a new first axis (one row per replica) and the
+        Variables ``fn`` assigns or creates, which must be equal on every replica."""
+        if isinstance(fn, _BoundFunction):
+            python, instance = fn.__func__._func, fn.__self__
+            inner = lambda *a, **k: python(instance, *a, **k)  # noqa: E731
+        else:
+            inner = fn._func if isinstance(fn, Function) else fn
+        jax, strategy = self._jax, self
+        P = jax.sharding.PartitionSpec
+        spec = {"split": P(_AXIS), "stacked": P(_AXIS), "whole": P()}
+
+        def step(padded, real, leaves):
+            variables = [v for v in visible_variables()]
+            dyn = [k for k, kd in enumerate(kinds) if kd is not None]
+            info = {}
+
+            def body(real, values, var_values):
+                with bind_variables(zip(variables, var_values)) as scope:
+                    lv = list(leaves)
+                    for k, a in zip(dyn, values):
+                        lv[k] = Tensor(a[0] if kinds[k] == "stacked" else a)
+                    args, kwargs = jax.tree_util.tree_unflatten(treedef, lv)
+                    ctx = ReplicaContext(strategy, jax.lax.axis_index(_AXIS),
+                                         real if padded else None)
+                    outer, config._replica.context = config.replica_context(), ctx
+                    try:
+                        out = inner(*args, **kwargs)
+                    finally:
+                        config._replica.context = outer
+                        ctx._active = False
+                    out_leaves, out_tree = jax.tree_util.tree_flatten(out)
+                    tensors = [k for k, o in enumerate(out_leaves) if isinstance(o, Tensor)]
+                    changed = [v for v, val in zip(variables, var_values)
+                               if scope.values[v._id] is not val]
+                    state = [*changed, *scope.created]
+                    new = [_backend.as_jax(scope.values.get(v._id, v._value)) for v in state]
+                    for v, a in zip(state, new):
+                        if _AXIS in getattr(jax.typeof(a), "vma", ()):
+                            raise ValueError(
+                                f"{strategy!r}.run: the replica function assigned Variable "
+                                f"{v.name!r} a value that differs across replicas (it depends "
+                                "on a replica's share of the batch). Sum or average it across "
+                                "the replicas first: tg.distribute.get_replica_context()."
+                                "all_reduce(op, value), as optimizer.apply_gradients does "
+                                "for gradients")
+                    info.update(out_leaves=out_leaves, out_tree=out_tree, tensors=tensors,
+                                changed=changed, created=list(scope.created))
+                    return ([_backend.as_jax(out_leaves[k]._value)[None] for k in tensors],
+                            new)
+
+            values = [_backend.as_jax(leaves[k]._value if isinstance(leaves[k], Tensor)
+                                      else leaves[k]) for k in dyn]
+            var_values = [_backend.as_jax(v._value) for v in variables]
+            outs, new = jax.shard_map(
+                body, mesh=strategy.mesh,
+                in_specs=(P(), [spec[kinds[k]] for k in dyn], P()),
+                out_specs=(P(_AXIS), P()))(_backend.as_jax(real._value), values, var_values)
+            set_state(info["changed"], new[:len(info["changed"])])
+            set_state(info["created"], new[len(info["changed"]):])
+            result = list(info["out_leaves"])
+            for k, a in zip(info["tensors"], outs):
+                result[k] = Tensor(a)
+            return jax.tree_util.tree_unflatten(info["out_tree"], result)
+
+        step.__name__ = getattr(inner, "__name__", "step")
+        step.__qualname__ = getattr(inner, "__qualname__", step.__name__)
+        return step
 
     def _constrained(self, fn):
         """``fn``'s Python function, followed by a sharding constraint that keeps the
@@ -286,29 +419,68 @@ class MirroredStrategy:
         so ``axis=None`` returns ``value`` unchanged for both ops. Raises ``ValueError`` for an
         unknown ``reduce_op`` or an axis out of range.
         """
-        op = reduce_op.value if isinstance(reduce_op, ReduceOp) else reduce_op
-        if op not in ("SUM", "MEAN"):
-            raise ValueError(f"{self!r}.reduce: reduce_op must be 'SUM', 'MEAN' or a "
-                             f"tg.distribute.ReduceOp, got {reduce_op!r}")
+        op = _op(reduce_op, f"{self!r}.reduce")
+        if isinstance(value, PerReplica):
+            return self._reduce_per_replica(op, value, axis)
+        n = self.num_replicas_in_sync
         if axis is None:
+            if self.per_replica and op == "SUM" and n > 1:
+                raise ValueError(
+                    f"{self!r}.reduce: a value that is not per-replica (not a result of "
+                    "strategy.run) cannot be summed across replicas (as TensorFlow); pass "
+                    "strategy.run's PerReplica result, or use MEAN")
             return value
         from . import ops
         t = value if isinstance(value, Tensor) else ops.asarray(value)
         if not -t.ndim <= axis < t.ndim:
             raise ValueError(f"{self!r}.reduce: axis {axis} is out of range for a value of "
                              f"shape {t.shape}")
+        # per replica, TensorFlow runs the sum on every replica (each gets the whole value)
+        times = n if self.per_replica and op == "SUM" else 1
         a = device_array(t)
         if a is None:
-            return (ops.sum if op == "SUM" else ops.mean)(t, axis=axis)
+            r = (ops.sum if op == "SUM" else ops.mean)(t, axis=axis)
+            return r * times if times > 1 else r
         jnp = self._jax.numpy
         with config.x64_scope(self._jax):
-            r = (jnp.sum if op == "SUM" else jnp.mean)(a, axis=axis)
+            r = (jnp.sum if op == "SUM" else jnp.mean)(a, axis=axis) * times
+        return on_device(r, "MirroredStrategy.reduce")
+
+    def _reduce_per_replica(self, op, value, axis):
+        """:meth:`reduce` of a :class:`PerReplica` value, as TensorFlow: ``axis=None`` sums
+        or averages the replicas' values; an ``axis`` also sums along it, and ``MEAN`` then
+        divides by the global count (the replicas' lengths along it added up; an uneven
+        batch's padding rows left out)."""
+        jax = self._jax
+        jnp = jax.numpy
+        a = _array(value._stacked)
+        nd = a.ndim - 1  # the per-replica values' rank
+        if axis is not None and not -nd <= axis < nd:
+            raise ValueError(f"{self!r}.reduce: axis {axis} is out of range for per-replica "
+                             f"values of shape {tuple(a.shape[1:])}")
+        with config.x64_scope(jax):
+            a = jnp.asarray(_backend.as_jax(a))
+            if axis is None:
+                r = (jnp.sum if op == "SUM" else jnp.mean)(a, axis=0)
+            else:
+                ax = axis % nd + 1
+                count = a.shape[0] * a.shape[ax]
+                if value._padding is not None and ax == 1:  # the padding rows: zeros
+                    local, count = value._padding
+                    row = jnp.arange(a.shape[0])[:, None] * local + jnp.arange(local)
+                    keep = (row < count).reshape(row.shape + (1,) * (a.ndim - 2))
+                    a = jnp.where(keep, a, jnp.zeros((), a.dtype))
+                r = jnp.sum(a, axis=(0, ax))
+                if op == "MEAN":
+                    r = r / jnp.asarray(count, r.dtype)
         return on_device(r, "MirroredStrategy.reduce")
 
     def experimental_local_results(self, value):
         """The per-device parts of ``value`` (a step's result or a distributed batch): a tuple
         of NumPy arrays, one per device in :attr:`devices` order (a replicated value gives the
         whole value on each). On several processes: this process's devices only."""
+        if isinstance(value, PerReplica):
+            return value.values
         local = [d for d in self.devices if self._process is None
                  or d.process_index == self._process]
         a = device_array(value) if isinstance(value, Tensor) else value
@@ -386,3 +558,166 @@ class _DistributedDataset:
     def __iter__(self):
         for batch in self._dataset:
             yield self._strategy.experimental_distribute_values(batch)
+
+
+def _sharding(t):
+    """The sharding of Tensor ``t``'s device array, or None (a host value)."""
+    a = device_array(t)
+    return getattr(a, "sharding", None)
+
+
+def _array(t):
+    """Tensor ``t``'s device array (JAX), or its value."""
+    a = device_array(t)
+    return t._value if a is None else a
+
+
+class PerReplica:
+    """The result of a per-replica :meth:`MirroredStrategy.run`: one value per replica
+    (TensorFlow's ``tf.distribute.DistributedValues``, ``PerReplica``).
+
+    ``values``: a tuple of Tensors, one per replica in the strategy's device order (each
+    replica's result, on its device). Held as one Tensor whose first axis is the replica
+    (``(num_replicas, *per-replica shape)``, split along it). Combine the values with
+    :meth:`MirroredStrategy.reduce`; pass them back to :meth:`MirroredStrategy.run` (each
+    replica gets its own). For an uneven batch (padded, see :meth:`MirroredStrategy.run`) a
+    result whose first axis is the local batch leaves its padding rows out of ``values``.
+    """
+
+    def __init__(self, stacked, strategy, padding=None):
+        self._stacked, self._strategy, self._padding = stacked, strategy, padding
+
+    @property
+    def values(self) -> tuple:
+        a = _array(self._stacked)
+        if hasattr(a, "addressable_shards"):
+            by_device = {sh.device: sh.data for sh in a.addressable_shards}
+            parts = [by_device[d][0] for d in self._strategy.devices if d in by_device]
+        else:
+            parts = list(a)
+        if self._padding is not None:
+            local, real = self._padding
+            parts = [p[:min(max(real - r * local, 0), local)] for r, p in enumerate(parts)]
+        return tuple(on_device(p, "PerReplica") if hasattr(p, "addressable_shards")
+                     else Tensor(p) for p in parts)
+
+    def __repr__(self):
+        return f"PerReplica({self.values!r})"
+
+
+class ReplicaContext:
+    """What :func:`get_replica_context` returns inside a replica function of
+    :meth:`MirroredStrategy.run` (``tf.distribute.ReplicaContext``), or outside any strategy
+    (the default context: one replica).
+
+    * ``num_replicas_in_sync``: the replica count (an int).
+    * ``replica_id_in_sync_group``: this replica's index, an int32 0-d Tensor (0 to
+      ``num_replicas_in_sync - 1``; the strategy's device order).
+    * ``all_reduce(reduce_op, value)``: see the method.
+    * ``strategy``: the :class:`MirroredStrategy` (None for the default context).
+    """
+
+    def __init__(self, strategy=None, replica_id=None, real=None):
+        self._strategy, self._replica_id, self._real = strategy, replica_id, real
+        self._active = True
+
+    @property
+    def strategy(self):
+        return self._strategy
+
+    @property
+    def num_replicas_in_sync(self) -> int:
+        return 1 if self._strategy is None else self._strategy.num_replicas_in_sync
+
+    @property
+    def replica_id_in_sync_group(self) -> Tensor:
+        from . import ops
+        if self._strategy is None:
+            return ops.asarray(0, dtype=ops.int32)
+        self._check("replica_id_in_sync_group")
+        return Tensor(self._replica_id.astype(np.int32))
+
+    def _check(self, what):
+        if not self._active:
+            raise RuntimeError(
+                f"ReplicaContext.{what}: this replica context belongs to a replica function "
+                "that has returned; use it only inside the function given to strategy.run "
+                "(call tg.distribute.get_replica_context() there)")
+
+    def all_reduce(self, reduce_op, value):
+        """``value`` (a Tensor or array, or a tuple/list/dict nest of them) summed
+        (``"SUM"``) or averaged (``"MEAN"``) across the replicas; every replica gets the same
+        result, of ``value``'s shapes and dtypes (``jax.lax.psum`` / ``pmean`` over the mesh).
+        A value equal on every replica is summed as many times as there are replicas.
+        Differentiable: the gradient of an all-sum is the all-sum of the incoming gradients
+        (all-mean likewise), as TensorFlow's ``ReplicaContext.all_reduce`` defines it. In the
+        default context (no strategy) the value is returned as it is.
+
+        Raises ``ValueError`` for an unknown ``reduce_op``, ``RuntimeError`` when the replica
+        function this context belongs to has returned."""
+        op = _op(reduce_op, "ReplicaContext.all_reduce")
+        if self._strategy is None:
+            return value
+        self._check("all_reduce")
+        from . import ops
+        from .custom_gradient import custom_gradient
+        jax = self._strategy._jax
+        collective = jax.lax.psum if op == "SUM" else jax.lax.pmean
+
+        def reduce(a):
+            a = _backend.as_jax(a)
+            if _AXIS not in getattr(jax.typeof(a), "vma", (_AXIS,)):  # equal on every replica
+                a = jax.lax.pcast(a, _AXIS, to="varying")
+            return collective(a, _AXIS)
+
+        @custom_gradient
+        def all_reduced(t):
+            return Tensor(reduce(t._value)), lambda dy: Tensor(reduce(dy._value))
+
+        return jax.tree_util.tree_map(lambda x: all_reduced(ops.asarray(x)), value,
+                                      is_leaf=lambda x: isinstance(x, Tensor))
+
+    def _sum_gradients(self, grads):
+        """``grads`` (backend arrays, traced) summed across the replicas: the optimizers'
+        hook (``config.replica_context``), as TensorFlow's ``apply_gradients`` all-reduces
+        in a replica context."""
+        self._check("apply_gradients")
+        return [self.all_reduce("SUM", Tensor(g))._value for g in grads]
+
+    def _per_example(self, loss):
+        """``(loss, rows)`` for ``tg.nn.compute_average_loss``: ``loss`` (this replica's
+        per-example Tensor) with an uneven batch's padding rows zeroed, and the global batch
+        size (the local batch times the replicas; for a padded batch its real rows)."""
+        self._check("compute_average_loss")
+        from . import ops
+        local = loss.shape[0]
+        if self._real is None:
+            return loss, local * self.num_replicas_in_sync
+        jnp = self._strategy._jax.numpy
+        row = self._replica_id * local + jnp.arange(local)
+        keep = Tensor((row < self._real).astype(_backend.np_dtype(loss.dtype)))
+        keep = ops.reshape(keep, (local,) + (1,) * (loss.ndim - 1))
+        return loss * keep, Tensor(self._real)
+
+
+_DEFAULT_CONTEXT = ReplicaContext()
+
+
+def _op(reduce_op, where):
+    """``reduce_op`` (``"SUM"``, ``"MEAN"`` or a :class:`ReduceOp`) as ``"SUM"`` / ``"MEAN"``."""
+    op = reduce_op.value if isinstance(reduce_op, ReduceOp) else reduce_op
+    if op not in ("SUM", "MEAN"):
+        raise ValueError(f"{where}: reduce_op must be 'SUM', 'MEAN' or a "
+                         f"tg.distribute.ReduceOp, got {reduce_op!r}")
+    return op
+
+
+def get_replica_context():
+    """The :class:`ReplicaContext` of the replica function being run
+    (``tf.distribute.get_replica_context``); None inside a strategy's ``scope()`` outside
+    :meth:`MirroredStrategy.run` (TensorFlow's cross-replica context); outside any strategy,
+    the default context (one replica, ``all_reduce`` returns its value)."""
+    ctx = config.replica_context()
+    if ctx is not None:
+        return ctx
+    return None if has_strategy() else _DEFAULT_CONTEXT

@@ -18,7 +18,7 @@ import warnings
 
 import numpy as np
 
-from .. import _backend
+from .. import _backend, config
 from .._backend import namespace as _ns
 from .._tape import GradientTape
 from .._tensor import Tensor
@@ -236,6 +236,9 @@ class Optimizer:
         ``zip(grads, variables)``; a gradient is a Tensor or backend array of the variable's
         shape (cast to its dtype if needed). ``None`` gradients are skipped with a
         ``UserWarning`` naming the variables. ``iterations`` is incremented once and returned.
+        Inside a ``tg.distribute`` replica function (``MirroredStrategy.run``) the gradients
+        are first summed across the replicas (``jax.lax.psum``), as TensorFlow's
+        ``MirroredStrategy`` all-reduces them, so every replica applies the same update.
         Lazy gradients (Dask) are evaluated together, in one graph, before any update.
 
         Raises ``TypeError`` if a target is not a Variable, ``ValueError`` if a gradient's
@@ -275,6 +278,8 @@ class Optimizer:
                           f"{missing} when minimizing the loss; they are not updated",
                           UserWarning, stacklevel=2)
         values = value = None  # hold no arrays: an update may then be made in place
+        if config.replica_context() is not None:  # tg.distribute: summed across replicas
+            grads = config.replica_context()._sum_gradients(grads)
         grads = self._clip_gradients(grads)
         self._step(variables, grads, self._current_learning_rate())
         self.iterations.assign_add(1)
