@@ -343,7 +343,7 @@ class MirroredStrategy:
                     state = [*changed, *scope.created]
                     new = [_backend.as_jax(scope.values.get(v._id, v._value)) for v in state]
                     for v, a in zip(state, new):
-                        if _AXIS in getattr(jax.typeof(a), "vma", ()):
+                        if _varying(jax, a):
                             raise ValueError(
                                 f"{strategy!r}.run: the replica function assigned Variable "
                                 f"{v.name!r} a value that differs across replicas (it depends "
@@ -560,6 +560,16 @@ class _DistributedDataset:
             yield self._strategy.experimental_distribute_values(batch)
 
 
+def _varying(jax, a) -> bool:
+    """Whether traced ``a`` may differ across the replicas of a ``jax.shard_map`` (JAX's
+    varying-manual-axes type: ``aval.vma``, or ``aval.manual_axis_type.varying``)."""
+    aval = jax.typeof(a)
+    vma = getattr(aval, "vma", None)
+    if vma is None:
+        vma = getattr(getattr(aval, "manual_axis_type", None), "varying", ())
+    return _AXIS in vma
+
+
 def _sharding(t):
     """The sharding of Tensor ``t``'s device array, or None (a host value)."""
     a = device_array(t)
@@ -633,7 +643,7 @@ class ReplicaContext:
     def replica_id_in_sync_group(self) -> Tensor:
         from . import ops
         if self._strategy is None:
-            return ops.asarray(0, dtype=ops.int32)
+            return ops.asarray(np.int32(0))
         self._check("replica_id_in_sync_group")
         return Tensor(self._replica_id.astype(np.int32))
 
@@ -664,11 +674,8 @@ class ReplicaContext:
         jax = self._strategy._jax
         collective = jax.lax.psum if op == "SUM" else jax.lax.pmean
 
-        def reduce(a):
-            a = _backend.as_jax(a)
-            if _AXIS not in getattr(jax.typeof(a), "vma", (_AXIS,)):  # equal on every replica
-                a = jax.lax.pcast(a, _AXIS, to="varying")
-            return collective(a, _AXIS)
+        def reduce(a):  # a value equal on every replica is summed n times, as a varying one
+            return collective(_backend.as_jax(a), _AXIS)
 
         @custom_gradient
         def all_reduced(t):
