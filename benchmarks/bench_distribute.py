@@ -76,7 +76,7 @@ def initial(seed=0):
 
 
 def tapegrad_side(devices, params, x, y):
-    strategy = tg.distribute.MirroredStrategy(devices=list(range(devices)))
+    strategy = tg.distribute.MirroredStrategy(devices=list(range(devices)), per_replica=False)
     with strategy.scope():
         variables = [tg.Variable(p, dtype=tg.float32) for p in params]
         opt = tg.optimizers.Adam(LR, beta_1=B1, beta_2=B2, epsilon=EPS)

@@ -331,10 +331,14 @@ class MirroredStrategy:
                     ctx = ReplicaContext(strategy, jax.lax.axis_index(_AXIS),
                                          real if padded else None)
                     outer, config._replica.context = config.replica_context(), ctx
+                    meshes = (getattr(_callback_mesh, "mesh", None),
+                              getattr(_callback_mesh, "manual", False))
+                    _callback_mesh.mesh, _callback_mesh.manual = strategy.mesh, True
                     try:
                         out = inner(*args, **kwargs)
                     finally:
                         config._replica.context = outer
+                        _callback_mesh.mesh, _callback_mesh.manual = meshes
                         ctx._active = False
                     out_leaves, out_tree = jax.tree_util.tree_flatten(out)
                     tensors = [k for k, o in enumerate(out_leaves) if isinstance(o, Tensor)]
@@ -342,27 +346,37 @@ class MirroredStrategy:
                                if scope.values[v._id] is not val]
                     state = [*changed, *scope.created]
                     new = [_backend.as_jax(scope.values.get(v._id, v._value)) for v in state]
-                    for v, a in zip(state, new):
-                        if _varying(jax, a):
-                            raise ValueError(
-                                f"{strategy!r}.run: the replica function assigned Variable "
-                                f"{v.name!r} a value that differs across replicas (it depends "
-                                "on a replica's share of the batch). Sum or average it across "
-                                "the replicas first: tg.distribute.get_replica_context()."
-                                "all_reduce(op, value), as optimizer.apply_gradients does "
-                                "for gradients")
                     info.update(out_leaves=out_leaves, out_tree=out_tree, tensors=tensors,
-                                changed=changed, created=list(scope.created))
+                                changed=changed, created=list(scope.created), state=state)
                     return ([_backend.as_jax(out_leaves[k]._value)[None] for k in tensors],
                             new)
 
             values = [_backend.as_jax(leaves[k]._value if isinstance(leaves[k], Tensor)
                                       else leaves[k]) for k in dyn]
             var_values = [_backend.as_jax(v._value) for v in variables]
-            outs, new = jax.shard_map(
-                body, mesh=strategy.mesh,
-                in_specs=(P(), [spec[kinds[k]] for k in dyn], P()),
-                out_specs=(P(_AXIS), P()))(_backend.as_jax(real._value), values, var_values)
+            # JAX's replication check (check_vma) is off: tapegrad's control flow (a scan's
+            # gradient carries start as zeros) does not carry its varying-axes types. The
+            # Variables' new values are checked instead on the traced program (_varying_outputs)
+            mapped = jax.shard_map(body, mesh=strategy.mesh,
+                                   in_specs=(P(), [spec[kinds[k]] for k in dyn], P()),
+                                   out_specs=(P(_AXIS), P()), check_vma=False)
+            inputs = (_backend.as_jax(real._value), values, var_values)
+            closed, shapes = jax.make_jaxpr(mapped, return_shape=True)(*inputs)
+            (sm,) = [e for e in closed.jaxpr.eqns if e.primitive.name == "shard_map"]
+            n_out = len(info["tensors"])
+            split = [False] + [kinds[k] != "whole" for k in dyn] + [False] * len(variables)
+            for v, varying in zip(info["state"], _varying_outputs(sm.params["jaxpr"],
+                                                                  split)[n_out:]):
+                if varying:
+                    raise ValueError(
+                        f"{strategy!r}.run: the replica function assigned Variable {v.name!r} "
+                        "a value that may differ across replicas (it depends on a replica's "
+                        "share of the batch). Sum or average it across the replicas first: "
+                        "tg.distribute.get_replica_context().all_reduce(op, value), as "
+                        "optimizer.apply_gradients does for gradients")
+            flat = jax.core.eval_jaxpr(closed.jaxpr, closed.consts,
+                                       *jax.tree_util.tree_leaves(inputs))
+            outs, new = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(shapes), flat)
             set_state(info["changed"], new[:len(info["changed"])])
             set_state(info["created"], new[len(info["changed"]):])
             result = list(info["out_leaves"])
@@ -560,14 +574,31 @@ class _DistributedDataset:
             yield self._strategy.experimental_distribute_values(batch)
 
 
-def _varying(jax, a) -> bool:
-    """Whether traced ``a`` may differ across the replicas of a ``jax.shard_map`` (JAX's
-    varying-manual-axes type: ``aval.vma``, or ``aval.manual_axis_type.varying``)."""
-    aval = jax.typeof(a)
-    vma = getattr(aval, "vma", None)
-    if vma is None:
-        vma = getattr(getattr(aval, "manual_axis_type", None), "varying", ())
-    return _AXIS in vma
+_INVARIANT = {"psum", "pmax", "pmin", "all_gather"}  # their results are equal on every replica
+
+
+def _varying_outputs(jaxpr, varying) -> list:
+    """Which outputs of ``jaxpr`` (the body of a ``jax.shard_map`` over the strategy's axis)
+    may differ across replicas, given which inputs do (``varying``, bools). A forward pass
+    over the equations: a collective over the axis (``psum``, ...) gives a value equal on
+    every replica, ``axis_index`` one that differs, any other equation one that differs if
+    an input does (conservative: a collective inside a loop or branch is not looked into)."""
+    from jax.extend.core import Literal
+
+    known = {}
+    for var, v in zip(jaxpr.invars, varying):
+        known[var] = v
+    read = lambda a: False if isinstance(a, Literal) else known.get(a, False)  # noqa: E731
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        if name in _INVARIANT and _AXIS in tuple(np.ravel(eqn.params.get(
+                "axes", eqn.params.get("axis_name", ())))):
+            out = False
+        else:
+            out = name == "axis_index" or any(read(a) for a in eqn.invars)
+        for o in eqn.outvars:
+            known[o] = out
+    return [read(o) for o in jaxpr.outvars]
 
 
 def _sharding(t):
