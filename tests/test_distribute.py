@@ -406,6 +406,7 @@ def test_one_process_puts_the_whole_batch_with_device_put():
 # --- per replica (the default): TensorFlow's strategy.run, on jax.shard_map ----------------------
 _PER_REPLICA = r'''
 import json
+import re
 import numpy as np
 import jax
 import tapegrad as tg
@@ -423,6 +424,18 @@ found["sums"] = floats(sums)
 found["mean"] = float(s.reduce(tg.distribute.ReduceOp.MEAN, sums))
 found["sum"] = float(s.reduce("SUM", sums))
 found["local_results"] = [float(t) for t in s.experimental_local_results(sums)]
+
+# the same with TensorFlow's names
+import tapegrad.compat.tensorflow as tf
+ts = tf.distribute.MirroredStrategy()
+tx = ts.experimental_distribute_dataset([np.arange(8.0, dtype=np.float32) + 53.5])
+found["tf_mean"] = float(ts.reduce(tf.distribute.ReduceOp.MEAN,
+                                   ts.run(tf.function(lambda x: tf.reduce_sum(x)),
+                                          args=(next(iter(tx)),)), axis=None))
+found["tf_loss"] = [float(v) for v in ts.run(
+    lambda x: tf.nn.compute_average_loss(x)
+    * tf.distribute.get_replica_context().num_replicas_in_sync,
+    args=(next(iter(tx)),)).values]
 
 
 def per_replica(x):
@@ -489,10 +502,11 @@ def train(devices, dtype, rows_last=None, batch=8, steps=12):
             for _ in range(steps)]
     if rows_last is not None:
         data[-1] = tuple(a[:rows_last] for a in data[-1])
-    losses = [float(s.reduce("SUM", s.run(step, args=batch)))
-              for batch in s.experimental_distribute_dataset(data)]
+    losses = []
+    for batch in s.experimental_distribute_dataset(data):
+        losses.append(float(s.reduce("SUM", s.run(step, args=batch))))
     w0 = np.random.default_rng(0).normal(size=(5, 3))
-    return dict(w=w.numpy(), b=b.numpy(), losses=np.array(losses),
+    return dict(w=w.numpy(), b=b.numpy(), losses=np.array(losses), s=s, step=step, batch=batch,
                 moved=float(np.max(np.abs(w.numpy() - w0))),
                 replicas_equal=all(np.array_equal(p, s.experimental_local_results(w)[0])
                                    for p in s.experimental_local_results(w)))
@@ -509,6 +523,12 @@ for name, dtype in (("float64", np.float64), ("float32", np.float32)):
     found[f"replicas_equal_{name}"] = four["replicas_equal"]
     found[f"train_uneven_{name}"] = diff(train(1, dtype, rows_last=6),
                                          train(4, dtype, rows_last=6))
+
+# the compiled per-replica step: its collectives (the gradients' sum; XLA may combine them)
+text = four["s"].experimental_compiled_text(four["step"], four["batch"])
+found["pr_all_reduces"] = len(re.findall(r"\ball-reduce(?:-start)?\(", text))
+found["pr_other_collectives"] = len(re.findall(
+    r"\b(?:all-gather|all-to-all|collective-permute|reduce-scatter)(?:-start)?\(", text))
 
 # custom gradients, a NumPy forward (a host callback, called by each device with its rows),
 # tg.cond, map_fn and lax.scan inside a replica function (each treating rows independently)
@@ -599,6 +619,9 @@ def test_each_replica_sum_reduced_with_mean_is_tensorflows_114(per_replica):
     assert per_replica["local_results"] == [108.0, 112.0, 116.0, 120.0]
     assert per_replica["mean"] == 114.0
     assert per_replica["sum"] == 456.0
+    assert per_replica["tf_mean"] == 114.0  # tapegrad.compat.tensorflow's names
+    # compute_average_loss divides each replica's sum by the global batch, 8
+    assert per_replica["tf_loss"] == [108.0 / 8 * 4, 112.0 / 8 * 4, 116.0 / 8 * 4, 120.0 / 8 * 4]
 
 
 def test_reduce_per_replica_values_along_an_axis(per_replica):
@@ -628,6 +651,11 @@ def test_uneven_batch_is_padded_and_left_out_of_reductions(per_replica):
     assert per_replica["uneven_sum0"] == 21.0
     assert per_replica["uneven_mean0"] == 3.5  # 21 / 6
     assert per_replica["uneven_loss"] == 3.5  # compute_average_loss: padding left out, / 6
+
+
+def test_the_per_replica_step_sums_gradients_with_all_reduce_only(per_replica):
+    assert 1 <= per_replica["pr_all_reduces"] <= 2  # w's and b's (combined or not)
+    assert per_replica["pr_other_collectives"] == 0
 
 
 def test_training_per_replica_gives_one_devices_variables(per_replica):

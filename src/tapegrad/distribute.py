@@ -262,6 +262,16 @@ class MirroredStrategy:
 
     def _run_per_replica(self, fn, args, kwargs):
         """:meth:`run` with TensorFlow's semantics: ``fn`` once per replica on its share."""
+        step, call, (leaves, kinds, padded, real) = self._per_replica_step(fn, args, kwargs)
+        out = step(*call)
+        out_leaves, out_tree = self._jax.tree_util.tree_flatten(out)
+        result = [PerReplica(o, self, self._padding(o, leaves, kinds, padded, int(real)))
+                  if isinstance(o, Tensor) else o for o in out_leaves]
+        return self._jax.tree_util.tree_unflatten(out_tree, result)
+
+    def _per_replica_step(self, fn, args, kwargs):
+        """The ``Function`` a per-replica :meth:`run` of ``fn`` calls, the arguments it calls
+        it with, and what the results need (the leaves, their kinds, padded, real rows)."""
         jax = self._jax
         leaves, treedef = jax.tree_util.tree_flatten(
             (tuple(args), kwargs), is_leaf=lambda x: isinstance(x, (Tensor, PerReplica)))
@@ -288,11 +298,7 @@ class MirroredStrategy:
             step = self._steps[key] = Function(self._replicated_fn(fn, treedef, kinds),
                                                jit_compile=True)
         real = np.asarray(rows.pop() if rows else 0, np.int32)
-        out = step(padded, real, leaves)
-        out_leaves, out_tree = jax.tree_util.tree_flatten(out)
-        result = [PerReplica(o, self, self._padding(o, leaves, kinds, padded, int(real)))
-                  if isinstance(o, Tensor) else o for o in out_leaves]
-        return jax.tree_util.tree_unflatten(out_tree, result)
+        return step, (padded, real, leaves), (leaves, kinds, padded, real)
 
     def _padding(self, out, leaves, kinds, padded, real):
         """``(local rows, real rows)`` for a per-replica result whose first axis is the local
@@ -512,6 +518,9 @@ class MirroredStrategy:
         was compiled yet."""
         jax = self._jax
         step = self._steps.get(fn)
+        if self.per_replica:
+            step, call, _ = self._per_replica_step(fn, args, kwargs or {})
+            args, kwargs = call, {}
         leaves, treedef = jax.tree_util.tree_flatten((tuple(args), kwargs or {}))
         program = None if step is None else step._programs.get(
             (treedef, tuple(_leaf_key(x, step.__name__) for x in leaves)))
