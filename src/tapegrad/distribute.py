@@ -1,19 +1,26 @@
 """``tg.distribute``: data-parallel compiled training on JAX's sharding (TensorFlow 2's names).
 
 :class:`MirroredStrategy` keeps Variables replicated on every device of a one-axis
-``jax.sharding.Mesh`` (axis ``"batch"``) and runs a step as one ``tg.function`` program whose
-batch inputs are sharded along their first axis (``NamedSharding(mesh, P("batch"))``) and
-whose Variables are replicated (``NamedSharding(mesh, P())``). XLA's SPMD partitioner (GSPMD,
-through ``jax.jit``) splits the program and inserts the all-reduce that sums the gradients
-across devices; no partitioner is written here. The step sees the *global* batch (as
-``jax.jit`` code does): a mean over the batch is the global mean, so training on N devices
-gives the Variables one device gives with the same global batch.
+``jax.sharding.Mesh`` (axis ``"batch"``); batches from :meth:`~MirroredStrategy.
+experimental_distribute_dataset` are split along their first axis
+(``NamedSharding(mesh, P("batch"))``). A step runs in one of two ways:
 
-Unlike TensorFlow, a step's results are not per-replica values: they are the program's global
-results (a scalar loss is the loss of the whole batch; a per-example result is batch-sharded).
-:meth:`MirroredStrategy.reduce` with ``axis=None`` therefore returns the value as it is (the
-cross-replica result, SUM and MEAN alike); with an ``axis`` it sums or averages along it
-(``docs/tensorflow_differences.md``).
+* **Per replica** (the default, TensorFlow's semantics): :meth:`MirroredStrategy.run` runs the
+  step once per replica on its share of the batch, as one ``tg.function`` program holding a
+  ``jax.shard_map`` over the mesh, and returns :class:`PerReplica` values (one per replica),
+  which :meth:`MirroredStrategy.reduce` combines as TensorFlow does (a step returning each
+  replica's sum, reduced with ``MEAN``, gives the mean of the replicas' sums). Inside the
+  step :func:`get_replica_context` gives a :class:`ReplicaContext` (``all_reduce``,
+  ``replica_id_in_sync_group``); ``optimizer.apply_gradients`` sums the gradients across
+  replicas (``jax.lax.psum``) and ``tg.nn.compute_average_loss`` divides by the global batch,
+  so TensorFlow's custom training loop trains as on one device.
+* **Global batch** (``MirroredStrategy(per_replica=False)``): the step is compiled once for
+  the *global* batch and XLA's SPMD partitioner (GSPMD, through ``jax.jit``) splits it and
+  inserts the all-reduce that sums the gradients; no partitioner is written here. A mean over
+  the batch is the global mean, and the results are global values:
+  :meth:`MirroredStrategy.reduce` with ``axis=None`` returns them as they are.
+
+See ``docs/tensorflow_differences.md`` and ``docs/architecture.md`` ("Data parallelism").
 """
 from __future__ import annotations
 
@@ -64,13 +71,20 @@ class MirroredStrategy:
             non-empty sequence of distinct ``jax.Device`` objects or of ints (indices into
             ``jax.devices()``).
 
+        per_replica: True (default): :meth:`run` runs the step once per replica on its share
+            of the batch and returns :class:`PerReplica` values (TensorFlow's semantics).
+            False: the step is one program for the global batch, partitioned by XLA, whose
+            results are global values (see the module's notes).
+
     Raises ``ImportError`` without JAX, ``ValueError`` for an empty or repeated device list or
     an index out of range (or, on several processes, when a process's devices are not
-    adjacent in the list), ``TypeError`` for a device that is neither.
+    adjacent in the list), ``TypeError`` for a device that is neither or a ``per_replica``
+    that is not a bool.
 
     * ``with strategy.scope():`` Variables created in the block are put on every device
       (a replicated ``NamedSharding``); optimizer slots a step creates are replicated too.
-    * :meth:`run` runs a (``tg.function`` or plain) step as one program partitioned by XLA.
+    * :meth:`run` runs a (``tg.function`` or plain) step once per replica (or, with
+      ``per_replica=False``, as one program for the global batch partitioned by XLA).
     * :meth:`experimental_distribute_dataset` splits NumPy batches along their first axis.
     * :meth:`reduce`, :attr:`num_replicas_in_sync`, :meth:`experimental_local_results`.
     """
@@ -189,8 +203,15 @@ class MirroredStrategy:
         """``batch`` (an array, Tensor, or a tuple/list/dict nest of them, each with the batch
         as first axis) put on the devices: each leaf a ``Tensor`` whose device array is split
         along its first axis (``NamedSharding(mesh, P("batch"))``). A leaf whose first axis is
-        not a multiple of :attr:`num_replicas_in_sync` (an uneven last batch) is replicated
-        instead: every device computes the whole of it, which gives one device's results.
+        not a multiple of :attr:`num_replicas_in_sync` (an uneven last batch): per replica, it
+        is padded with zero rows to the next multiple (replica ``r`` gets rows ``r*k`` to
+        ``(r+1)*k - 1`` of the padded batch, so the last replicas hold the padding); the real
+        row count goes with it to :meth:`run`, where ``tg.nn.compute_average_loss`` leaves the
+        padding rows out and divides by the real count, and :class:`PerReplica` results
+        whose first axis is the local batch leave them out of ``values`` and of
+        :meth:`reduce` along axis 0. Other computations in the step see the zero rows. With
+        ``per_replica=False`` it is replicated instead: every device computes the whole of
+        it, which gives one device's results.
         On several processes ``batch`` is the global batch and each process puts only its own
         devices' rows (see :meth:`experimental_distribute_dataset`). Raises ``ValueError``
         for a 0-d leaf, naming it."""
@@ -235,6 +256,20 @@ class MirroredStrategy:
     def run(self, fn, args=(), kwargs=None):
         """Run ``fn(*args, **kwargs)`` on every replica as one compiled program.
 
+        **Per replica** (the default): ``fn`` runs once per replica (``jax.shard_map`` over
+        the mesh) on its share of each distributed argument (from
+        :meth:`experimental_distribute_dataset` or :meth:`experimental_distribute_values`:
+        the rows of its device; a :class:`PerReplica` argument: its own value); other arrays
+        and Tensors are passed to every replica whole, and Variables are the replicated ones.
+        Inside ``fn``, :func:`get_replica_context` gives the :class:`ReplicaContext`;
+        ``optimizer.apply_gradients`` sums the gradients across replicas first (as
+        TensorFlow's). A Variable ``fn`` assigns or creates must get the same value on every
+        replica: one whose new value depends on a replica's rows without an all-reduce raises
+        ``ValueError`` naming it. Returns ``fn``'s results with each Tensor a
+        :class:`PerReplica` (other leaves as they are). The program is compiled once per
+        argument shapes and kinds (an uneven batch padded to a full one reuses the program).
+
+        **Global batch** (``per_replica=False``):
         ``fn``: a ``tg.function`` (its Python function is compiled anew for the strategy) or a
         plain Python function. Arguments from :meth:`experimental_distribute_dataset` (or
         :meth:`experimental_distribute_values`) are split along the batch axis; other arrays
@@ -244,9 +279,12 @@ class MirroredStrategy:
         batch-sharded computation across devices (an all-reduce).
 
         Returns the step's results as ``fn`` returns them: global values (a scalar is the value
-        for the whole batch; see the module's notes). Raises ``TypeError`` if ``fn`` is not
-        callable or ``args`` is not a tuple or list; errors of the step as ``tg.function``
-        raises them.
+        for the whole batch; see the module's notes).
+
+        Raises ``TypeError`` if ``fn`` is not callable or ``args`` is not a tuple or list;
+        ``ValueError`` for a PerReplica argument of another strategy, distributed arguments
+        of different batch sizes, or a Variable assigned a value that may differ across
+        replicas; errors of the step as ``tg.function`` raises them.
         """
         if not callable(fn):
             raise TypeError(f"{self!r}.run: fn must be callable, got {type(fn).__name__}")
@@ -324,7 +362,7 @@ class MirroredStrategy:
         spec = {"split": P(_AXIS), "stacked": P(_AXIS), "whole": P()}
 
         def step(padded, real, leaves):
-            variables = [v for v in visible_variables()]
+            variables = list(visible_variables())
             dyn = [k for k, kd in enumerate(kinds) if kd is not None]
             info = {}
 
@@ -431,12 +469,20 @@ class MirroredStrategy:
     def reduce(self, reduce_op, value, axis=None):
         """Combine a step's result across replicas (``tf.distribute.Strategy.reduce``).
 
-        ``reduce_op``: ``"SUM"``, ``"MEAN"`` or a :class:`ReduceOp`; ``value``: a Tensor (or
-        array) a step returned; ``axis``: None, or an int axis to sum or average along
-        (per-example values: ``axis=0`` gives the sum or mean over the global batch).
+        ``reduce_op``: ``"SUM"``, ``"MEAN"`` or a :class:`ReduceOp`; ``value``: a
+        :class:`PerReplica` value or a Tensor (or array) a step returned; ``axis``: None, or
+        an int axis of the (per-replica) value to sum or average along (per-example values:
+        ``axis=0`` gives the sum or mean over the global batch).
 
-        A step's results are already its global values (one program ran on the whole batch),
-        so ``axis=None`` returns ``value`` unchanged for both ops. Raises ``ValueError`` for an
+        A :class:`PerReplica` value, as TensorFlow: ``axis=None`` sums or averages the
+        replicas' values elementwise; an ``axis`` sums along it and across the replicas, and
+        ``MEAN`` divides by the global count (the replicas' lengths along it added up).
+        A value that is not per-replica, with ``per_replica=True`` (as TensorFlow):
+        ``axis=None`` ``MEAN`` returns it, ``SUM`` raises ``ValueError`` (on more than one
+        replica); with an axis, each replica reduces the whole value, so ``SUM`` is the
+        replica count times its sum along the axis. With ``per_replica=False`` a step's
+        results are its global values, so ``axis=None`` returns ``value`` unchanged for both
+        ops and an axis reduces along it. Returns a Tensor. Raises ``ValueError`` for an
         unknown ``reduce_op`` or an axis out of range.
         """
         op = _op(reduce_op, f"{self!r}.reduce")
@@ -496,8 +542,9 @@ class MirroredStrategy:
         return on_device(r, "MirroredStrategy.reduce")
 
     def experimental_local_results(self, value):
-        """The per-device parts of ``value`` (a step's result or a distributed batch): a tuple
-        of NumPy arrays, one per device in :attr:`devices` order (a replicated value gives the
+        """The per-device parts of ``value``: for a :class:`PerReplica` value its ``values``
+        (a tuple of Tensors); for a step's global result or a distributed batch, a tuple of
+        NumPy arrays, one per device in :attr:`devices` order (a replicated value gives the
         whole value on each). On several processes: this process's devices only."""
         if isinstance(value, PerReplica):
             return value.values
