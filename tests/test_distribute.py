@@ -717,3 +717,23 @@ def test_default_replica_context_and_compute_average_loss_outside_a_strategy():
     assert float(tg.nn.compute_average_loss(tg.constant([1.0, 2.0, 6.0]),
                                             sample_weight=[1.0, 1.0, 0.5],
                                             global_batch_size=4)) == 1.5
+
+
+def test_per_replica_step_reads_only_its_variables_and_assigns_all_reduced_values():
+    stray = tg.Variable(np.zeros(777))  # another model's Variable: not an input of the step
+    s = tg.distribute.MirroredStrategy(devices=[0])
+    with s.scope():
+        w = tg.Variable(1.0)
+
+    def step(x):  # an all-reduced value is equal on every replica: it may be assigned
+        ctx = tg.distribute.get_replica_context()
+        return w.assign_add(ctx.all_reduce("SUM", tg.sum(x)))
+
+    (x,) = s.experimental_distribute_values((np.arange(4.0),))
+    out = s.run(step, args=(x,))
+    assert float(w.numpy()) == 7.0 and [float(v) for v in out.values] == [7.0]
+    assert "HloModule" in s.experimental_compiled_text(step, (x,))
+    (function,) = s._steps.values()
+    (program,) = function._programs.values()
+    assert program.variables == [w]  # not stray (nor the random generator's state)
+    assert stray.shape == (777,)

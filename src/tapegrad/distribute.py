@@ -349,7 +349,7 @@ class MirroredStrategy:
 
     def _replicated_fn(self, fn, treedef, kinds):
         """The function a per-replica :meth:`run` compiles: ``jax.shard_map`` of ``fn`` over
-        the mesh (split arguments by rows, others and the Variables whole), which returns
+        the mesh (split arguments by rows, others and the Variables it reads whole), which returns
         each Tensor result stacked along a new first axis (one row per replica) and the
         Variables ``fn`` assigns or creates, which must be equal on every replica."""
         if isinstance(fn, _BoundFunction):
@@ -366,7 +366,10 @@ class MirroredStrategy:
             dyn = [k for k, kd in enumerate(kinds) if kd is not None]
             info = {}
 
-            def body(real, values, var_values):
+            def body(real, values):
+                # the Variables' values are the step's, closed over: JAX passes those the
+                # body reads to every replica whole (P()); assignments go to this binding
+                var_values = [v._value for v in variables]
                 with bind_variables(zip(variables, var_values)) as scope:
                     lv = list(leaves)
                     for k, a in zip(dyn, values):
@@ -397,18 +400,17 @@ class MirroredStrategy:
 
             values = [_backend.as_jax(leaves[k]._value if isinstance(leaves[k], Tensor)
                                       else leaves[k]) for k in dyn]
-            var_values = [_backend.as_jax(v._value) for v in variables]
             # JAX's replication check (check_vma) is off: tapegrad's control flow (a scan's
             # gradient carries start as zeros) does not carry its varying-axes types. The
             # Variables' new values are checked instead on the traced program (_varying_outputs)
             mapped = jax.shard_map(body, mesh=strategy.mesh,
-                                   in_specs=(P(), [spec[kinds[k]] for k in dyn], P()),
+                                   in_specs=(P(), [spec[kinds[k]] for k in dyn]),
                                    out_specs=(P(_AXIS), P()), check_vma=False)
-            inputs = (_backend.as_jax(real._value), values, var_values)
+            inputs = (_backend.as_jax(real._value), values)
             closed, shapes = jax.make_jaxpr(mapped, return_shape=True)(*inputs)
             (sm,) = [e for e in closed.jaxpr.eqns if e.primitive.name == "shard_map"]
             n_out = len(info["tensors"])
-            split = [False] + [kinds[k] != "whole" for k in dyn] + [False] * len(variables)
+            split = [_AXIS in tuple(spec) for spec in sm.params["in_specs"]]
             for v, varying in zip(info["state"], _varying_outputs(sm.params["jaxpr"],
                                                                   split)[n_out:]):
                 if varying:
