@@ -10,7 +10,10 @@ batch 256, float32 (tapegrad: float32 Variables; the peer: float32 arrays), the 
 along its first axis across the devices.
 
 * **tapegrad**: Variables and the optimizer made in ``strategy.scope()``, the batch put on the
-  devices once by ``strategy.experimental_distribute_values``, ``strategy.run(step, args)``.
+  devices once by ``strategy.experimental_distribute_values``, ``strategy.run(step, args)``:
+  the global-batch program (``MirroredStrategy(per_replica=False)``, XLA's partitioner), or
+  with ``--per-replica`` the default per-replica step (``jax.shard_map``; the loss
+  ``tg.nn.compute_average_loss`` of the per-example losses, as TensorFlow's loop writes it).
 * **peer**: ``jax.jit(step, in_shardings=..., out_shardings=...)`` with parameters and Adam
   moments replicated (``NamedSharding(mesh, P())``), the batch sharded
   (``NamedSharding(mesh, P("batch"))``) by ``jax.device_put`` once, Adam written out by hand,
@@ -75,8 +78,9 @@ def initial(seed=0):
     return params, x, y
 
 
-def tapegrad_side(devices, params, x, y):
-    strategy = tg.distribute.MirroredStrategy(devices=list(range(devices)))
+def tapegrad_side(devices, params, x, y, per_replica=False):
+    strategy = tg.distribute.MirroredStrategy(devices=list(range(devices)),
+                                              per_replica=per_replica)
     with strategy.scope():
         variables = [tg.Variable(p, dtype=tg.float32) for p in params]
         opt = tg.optimizers.Adam(LR, beta_1=B1, beta_2=B2, epsilon=EPS)
@@ -88,8 +92,11 @@ def tapegrad_side(devices, params, x, y):
             for k in range(0, len(variables) - 2, 2):
                 h = tg.tanh(h @ variables[k] + variables[k + 1])
             logits = h @ variables[-2] + variables[-1]
-            loss = tg.mean(tg.nn.sparse_softmax_cross_entropy_with_logits(labels=yb,
-                                                                          logits=logits))
+            per_example = tg.nn.sparse_softmax_cross_entropy_with_logits(labels=yb,
+                                                                         logits=logits)
+            # per replica: TensorFlow's loss (each replica's share of the global mean)
+            loss = (tg.nn.compute_average_loss(per_example) if per_replica
+                    else tg.mean(per_example))
         opt.apply_gradients(zip(tape.gradient(loss, variables), variables))
         return loss
 
@@ -97,6 +104,8 @@ def tapegrad_side(devices, params, x, y):
 
     def wait(loss):  # every device's part of the last step (a replicated value's host copy
         # reads one device's): the next program on these devices then starts on all of them
+        if per_replica:  # the replicas' shares summed: the global mean
+            loss = strategy.reduce("SUM", loss)
         jax.block_until_ready([device_array(v) for v in (*variables, loss)])
         return float(loss.numpy())
 
@@ -151,11 +160,11 @@ def block(call, wait, steps):
     return (time.perf_counter() - t0) / steps, (time.process_time() - c0) / steps
 
 
-def stage(devices, steps, repeat):
+def stage(devices, steps, repeat, per_replica=False):
     """One device count, in this process: check, then alternate the sides' blocks; prints the
     per-step times of every block as one JSON line."""
     params, x, y = initial()
-    tg_call, tg_wait = tapegrad_side(devices, params, x, y)
+    tg_call, tg_wait = tapegrad_side(devices, params, x, y, per_replica)
     jx_call, jx_wait = peer_side(devices, params, x, y)
     a = [tg_wait(tg_call()) for _ in range(5)]
     b = [jx_wait(jx_call()) for _ in range(5)]
@@ -172,12 +181,12 @@ def stage(devices, steps, repeat):
                                   "tapegrad_cpu": [c for _, c in runs_tg]}), flush=True)
 
 
-def run_stage(devices, steps, repeat, timeout):
+def run_stage(devices, steps, repeat, timeout, per_replica=False):
     """``stage`` in a fresh interpreter (4 virtual devices), killed after ``timeout`` seconds:
     XLA:CPU's in-process all-reduce may hang (see benchmarks/README.md). Returns the runs, or a
     string saying why there are none."""
     cmd = [sys.executable, __file__, "--stage", str(devices), "--steps", str(steps),
-           "--repeat", str(repeat)]
+           "--repeat", str(repeat)] + (["--per-replica"] if per_replica else [])
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -200,14 +209,19 @@ def main():
                         help="seconds for one device count's process before it is killed")
     parser.add_argument("--tries", type=int, default=2,
                         help="processes started per device count before giving up on it")
+    parser.add_argument("--per-replica", action="store_true",
+                        help="tapegrad's step per replica (MirroredStrategy's default: "
+                             "jax.shard_map, compute_average_loss) instead of the "
+                             "global-batch program (per_replica=False)")
     parser.add_argument("--stage", type=int, help=argparse.SUPPRESS)  # the child's job
     args = parser.parse_args()
     steps, repeat = (10, 3) if args.quick else (args.steps, args.repeat)
     if args.stage is not None:
-        return stage(args.stage, steps, repeat)
+        return stage(args.stage, steps, repeat, args.per_replica)
     print(f"{len(jax.devices())} virtual CPU devices, {os.cpu_count()} cores; global batch "
           f"{BATCH}, MLP {SIZES}, Adam, float32; {steps} steps per block, {repeat} blocks per "
-          "side, alternating; one process per device count")
+          "side, alternating; one process per device count; tapegrad "
+          + ("per replica (shard_map)" if args.per_replica else "global batch (GSPMD)"))
     print(f"{'devices':>7} {'jax.jit ms/step':>22} {'tapegrad ms/step':>22} {'ratio':>6} "
           "pair ratios        CPU-time pair ratios")
 
@@ -216,7 +230,7 @@ def main():
 
     for devices in args.devices:
         for attempt in range(1, args.tries + 1):
-            got = run_stage(devices, steps, repeat, args.timeout)
+            got = run_stage(devices, steps, repeat, args.timeout, args.per_replica)
             if isinstance(got, dict):
                 break
             print(f"{devices:>7} try {attempt}: {got}", flush=True)

@@ -1,5 +1,7 @@
 """tg.distribute.MirroredStrategy: data-parallel compiled steps on JAX's sharding.
 
+The first script checks the global-batch program (``per_replica=False``, XLA's partitioner);
+the second (``_PER_REPLICA``) TensorFlow's per-replica ``run`` (the default, ``jax.shard_map``).
 The multi-device checks run in a fresh interpreter started with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=4`` (JAX reads the flag when it starts), once
 per module: the script trains the same model on 4 devices and on 1, checks the features inside
@@ -97,7 +99,7 @@ def data(dtype, steps, batch, rows_last=None):
 
 
 def train(devices, dtype, features=False, steps=20, batch=8, rows_last=None):
-    strategy = MirroredStrategy(devices=list(range(devices)))
+    strategy = MirroredStrategy(devices=list(range(devices)), per_replica=False)  # GSPMD
     w, b, opt, step = make(strategy, dtype, features)
     losses = []
     for x, y in strategy.experimental_distribute_dataset(data(dtype, steps, batch, rows_last)):
@@ -323,7 +325,7 @@ def test_scopes_do_not_nest():
 
 
 def test_one_device_step_in_process():
-    s = tg.distribute.MirroredStrategy(devices=[0])
+    s = tg.distribute.MirroredStrategy(devices=[0], per_replica=False)
     with s.scope():
         v = tg.Variable([1.0, 2.0])
     step = tg.function(lambda x: v.assign_add(tg.sum(x) * tg.ones_like(v)) * 1.0)
@@ -365,7 +367,7 @@ def test_several_processes_feed_their_own_rows_to_make_array_from_process_local_
     """One process posing as process 1 of 2 (one device each): the batch's second half and the
     global shape go to jax.make_array_from_process_local_data; the Tensor holds its result and
     the whole batch as its host value."""
-    s = tg.distribute.MirroredStrategy(devices=[0])
+    s = tg.distribute.MirroredStrategy(devices=[0], per_replica=False)
     calls = []
 
     def made(sharding, local, global_shape):
@@ -399,3 +401,339 @@ def test_one_process_puts_the_whole_batch_with_device_put():
     a = tg._variables.device_array(x)
     assert a.sharding == s._sharded and a.shape == (3, 2)
     np.testing.assert_array_equal(np.asarray(a), np.arange(6.0).reshape(3, 2))
+
+
+# --- per replica (the default): TensorFlow's strategy.run, on jax.shard_map ----------------------
+_PER_REPLICA = r'''
+import json
+import re
+import numpy as np
+import jax
+import tapegrad as tg
+
+assert len(jax.devices()) == 4, jax.devices()
+found = {}
+s = tg.distribute.MirroredStrategy()
+floats = lambda v: [np.asarray(t).tolist() for t in v.values]
+
+# the report: each replica returns the sum of its share, reduced with MEAN. 8 rows 53.5..60.5
+# on 4 replicas: shares (53.5, 54.5), (55.5, 56.5), ...; sums 108, 112, 116, 120
+(x,) = s.experimental_distribute_values((np.arange(8.0) + 53.5,))
+sums = s.run(tg.function(lambda x: tg.sum(x)), args=(x,))
+found["sums"] = floats(sums)
+found["mean"] = float(s.reduce(tg.distribute.ReduceOp.MEAN, sums))
+found["sum"] = float(s.reduce("SUM", sums))
+found["local_results"] = [float(t) for t in s.experimental_local_results(sums)]
+
+# the same with TensorFlow's names
+import tapegrad.compat.tensorflow as tf
+ts = tf.distribute.MirroredStrategy()
+tx = ts.experimental_distribute_dataset([np.arange(8.0, dtype=np.float32) + 53.5])
+found["tf_mean"] = float(ts.reduce(tf.distribute.ReduceOp.MEAN,
+                                   ts.run(tf.function(lambda x: tf.reduce_sum(x)),
+                                          args=(next(iter(tx)),)), axis=None))
+found["tf_loss"] = [float(v) for v in ts.run(
+    lambda x: tf.nn.compute_average_loss(x)
+    * tf.distribute.get_replica_context().num_replicas_in_sync,
+    args=(next(iter(tx)),)).values]
+
+
+def per_replica(x):
+    ctx = tg.distribute.get_replica_context()
+    return (ctx.all_reduce("SUM", tg.sum(x)), ctx.all_reduce("MEAN", {"s": tg.sum(x)}),
+            ctx.replica_id_in_sync_group, ctx.num_replicas_in_sync, x * 2.0)
+
+
+total, mean, ids, n, doubled = s.run(per_replica, args=(x,))
+found["all_reduce_sum"], found["all_reduce_mean"] = floats(total), floats(mean["s"])
+found["ids"], found["n_in_fn"] = floats(ids), n
+found["doubled"] = floats(doubled)
+found["sum_axis0"] = float(s.reduce("SUM", doubled, axis=0))
+found["mean_axis0"] = float(s.reduce("MEAN", doubled, axis=0))
+found["mean_none"] = np.asarray(s.reduce("MEAN", doubled)).tolist()
+found["sum_axis_neg1"] = float(s.reduce("SUM", doubled, axis=-1))
+# a PerReplica argument: each replica gets its own value
+found["passed_back"] = floats(s.run(lambda v: v + 1.0, args=(sums,)))
+# a plain (not per-replica) argument goes to every replica whole
+found["whole"] = floats(s.run(lambda x, c: tg.sum(x) * 0.0 + tg.sum(c), args=(x, np.ones(3))))
+
+# the gradient of an all-sum is the all-sum of the gradients (TensorFlow's rule)
+with s.scope():
+    w = tg.Variable(2.0)
+
+
+def grad_of_all_reduce(x):
+    with tg.GradientTape() as tape:
+        y = tg.distribute.get_replica_context().all_reduce("SUM", tg.sum(x) * w)
+    return tape.gradient(y, w)
+
+
+found["all_reduce_grad"] = floats(s.run(grad_of_all_reduce, args=(x,)))
+
+# an uneven batch: 6 rows padded to 8 (zero rows on the last replica)
+(u,) = s.experimental_distribute_values((np.arange(6.0) + 1.0,))
+pe = s.run(lambda x: x * 1.0, args=(u,))
+found["uneven_values"] = floats(pe)
+found["uneven_sum0"] = float(s.reduce("SUM", pe, axis=0))
+found["uneven_mean0"] = float(s.reduce("MEAN", pe, axis=0))
+found["uneven_loss"] = float(s.reduce("SUM", s.run(lambda x: tg.nn.compute_average_loss(x),
+                                                   args=(u,))))
+
+
+# TensorFlow's custom training loop, on 4 replicas and on 1
+def train(devices, dtype, rows_last=None, batch=8, steps=12):
+    s = tg.distribute.MirroredStrategy(devices=list(range(devices)))
+    rng = np.random.default_rng(0)
+    with s.scope():
+        w = tg.Variable(rng.normal(size=(5, 3)), dtype=dtype)
+        b = tg.Variable(np.zeros(3), dtype=dtype)
+        opt = tg.optimizers.Adam(0.01)
+
+    @tg.function
+    def step(x, y):
+        with tg.GradientTape() as tape:
+            per_example = tg.sum((tg.tanh(x @ w + b) - y) ** 2, axis=1)
+            loss = tg.nn.compute_average_loss(per_example)
+        opt.apply_gradients(zip(tape.gradient(loss, [w, b]), [w, b]))
+        return loss
+
+    rng = np.random.default_rng(1)
+    data = [(rng.normal(size=(batch, 5)).astype(dtype), rng.normal(size=(batch, 3)).astype(dtype))
+            for _ in range(steps)]
+    if rows_last is not None:
+        data[-1] = tuple(a[:rows_last] for a in data[-1])
+    losses = []
+    for batch in s.experimental_distribute_dataset(data):
+        losses.append(float(s.reduce("SUM", s.run(step, args=batch))))
+    w0 = np.random.default_rng(0).normal(size=(5, 3))
+    return dict(w=w.numpy(), b=b.numpy(), losses=np.array(losses), s=s, step=step, batch=batch,
+                moved=float(np.max(np.abs(w.numpy() - w0))),
+                replicas_equal=all(np.array_equal(p, s.experimental_local_results(w)[0])
+                                   for p in s.experimental_local_results(w)))
+
+
+def diff(a, b):
+    return max(float(np.max(np.abs(a[k] - b[k]))) for k in ("w", "b", "losses"))
+
+
+for name, dtype in (("float64", np.float64), ("float32", np.float32)):
+    one, four = train(1, dtype), train(4, dtype)
+    found[f"train_{name}"] = diff(one, four)
+    found[f"moved_{name}"] = four["moved"]
+    found[f"replicas_equal_{name}"] = four["replicas_equal"]
+    found[f"train_uneven_{name}"] = diff(train(1, dtype, rows_last=6),
+                                         train(4, dtype, rows_last=6))
+
+# the compiled per-replica step: its collectives (the gradients' sum; XLA may combine them)
+text = four["s"].experimental_compiled_text(four["step"], four["batch"])
+found["pr_all_reduces"] = len(re.findall(r"\ball-reduce(?:-start)?\(", text))
+found["pr_other_collectives"] = len(re.findall(
+    r"\b(?:all-gather|all-to-all|collective-permute|reduce-scatter)(?:-start)?\(", text))
+
+# custom gradients, a NumPy forward (a host callback, called by each device with its rows),
+# tg.cond, map_fn and lax.scan inside a replica function (each treating rows independently)
+@tg.custom_gradient
+def scaled_tanh(x):
+    y = tg.tanh(x)
+    return y, lambda dy: dy * (1.0 - y * y)
+
+
+seen = []
+
+
+@tg.primitive("PerReplicaThresholdRelu")
+def threshold_relu(x, threshold):
+    if isinstance(x, np.ndarray):
+        seen.append(str(np.shape(x)) + str(x.dtype))
+    return np.where(x > threshold, x, 0.0).astype(x.dtype)
+
+
+@tg.RegisterGradient("PerReplicaThresholdRelu")
+def _threshold_relu_grad(op, dy):
+    x, threshold = op.inputs
+    return tg.where(x > threshold, dy, tg.zeros_like(dy)), None
+
+
+def train_features(devices, steps=4):
+    s = tg.distribute.MirroredStrategy(devices=list(range(devices)))
+    with s.scope():
+        w = tg.Variable(np.random.default_rng(0).normal(size=(5, 3)))
+        opt = tg.optimizers.Adam(0.01)
+
+    @tg.function
+    def step(x, y):
+        with tg.GradientTape() as tape:
+            h = threshold_relu(scaled_tanh(x @ w), -0.5)
+            c = tg.cond(tg.sum(w) > 0, lambda h=h: h * 1.5, lambda h=h: h)
+            m = tg.permute_dims(tg.map_fn(lambda r: r * tg.sum(r), c), (1, 0))
+            _, h = tg.lax.scan(lambda a, r: (a + r, r * 0.5 + a), tg.zeros_like(m[0]), m)
+            per_example = tg.sum((tg.permute_dims(h, (1, 0)) - y) ** 2, axis=1)
+            loss = tg.nn.compute_average_loss(per_example)
+        opt.apply_gradients(zip(tape.gradient(loss, [w]), [w]))
+        return loss
+
+    rng = np.random.default_rng(1)
+    data = [(rng.normal(size=(8, 5)), rng.normal(size=(8, 3))) for _ in range(steps)]
+    for batch in s.experimental_distribute_dataset(data):
+        s.run(step, args=batch)
+    return w.numpy()
+
+
+one = train_features(1)
+seen.clear()
+four = train_features(4)
+found["features_diff"] = float(np.max(np.abs(one - four)))
+found["features_moved"] = float(np.max(np.abs(four - np.random.default_rng(0).normal(size=(5, 3)))))
+found["callback_shapes"] = sorted(set(seen))
+
+# errors that need several replicas
+try:
+    s.reduce("SUM", tg.constant(1.0))
+except ValueError as e:
+    found["plain_sum_error"] = str(e)
+found["plain_mean"] = float(s.reduce("MEAN", tg.constant(3.0)))
+found["plain_sum_axis0"] = float(s.reduce("SUM", tg.constant([1.0, 2.0]), axis=0))
+print("RESULT " + json.dumps(found))
+'''
+
+
+def _run_script(script):
+    env = {k: v for k, v in os.environ.items() if k != "TAPEGRAD_ARRAY_BACKEND"}
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4")
+    env["JAX_PLATFORMS"] = "cpu"
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True,
+                          text=True, timeout=600, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):])
+
+
+@pytest.fixture(scope="module")
+def per_replica():
+    return _run_script(_PER_REPLICA)
+
+
+def test_each_replica_sum_reduced_with_mean_is_tensorflows_114(per_replica):
+    """The report: MEAN of the 4 replicas' sums is 114 (TensorFlow), not the global 456."""
+    assert per_replica["sums"] == [108.0, 112.0, 116.0, 120.0]
+    assert per_replica["local_results"] == [108.0, 112.0, 116.0, 120.0]
+    assert per_replica["mean"] == 114.0
+    assert per_replica["sum"] == 456.0
+    assert per_replica["tf_mean"] == 114.0  # tapegrad.compat.tensorflow's names
+    # compute_average_loss divides each replica's sum by the global batch, 8
+    assert per_replica["tf_loss"] == [108.0 / 8 * 4, 112.0 / 8 * 4, 116.0 / 8 * 4, 120.0 / 8 * 4]
+
+
+def test_reduce_per_replica_values_along_an_axis(per_replica):
+    assert per_replica["doubled"] == [[107.0, 109.0], [111.0, 113.0], [115.0, 117.0],
+                                      [119.0, 121.0]]
+    assert per_replica["sum_axis0"] == 912.0  # every element of every replica
+    assert per_replica["mean_axis0"] == 114.0  # / 8, the global count
+    assert per_replica["sum_axis_neg1"] == 912.0
+    assert per_replica["mean_none"] == [113.0, 115.0]  # the replicas averaged elementwise
+    assert per_replica["passed_back"] == [109.0, 113.0, 117.0, 121.0]
+    assert per_replica["whole"] == [3.0, 3.0, 3.0, 3.0]
+
+
+def test_replica_context_in_the_replica_function(per_replica):
+    assert per_replica["all_reduce_sum"] == [456.0] * 4
+    assert per_replica["all_reduce_mean"] == [114.0] * 4
+    assert per_replica["ids"] == [0, 1, 2, 3]
+    assert per_replica["n_in_fn"] == 4
+    # y = all_sum(w * sum(x_r)) on each replica; TF's rule: the cotangent of w * sum(x_r) is
+    # all_sum(dy) = 4, so replica r's gradient is 4 * sum(x_r) = 4 * (108, 112, 116, 120)
+    assert per_replica["all_reduce_grad"] == [432.0, 448.0, 464.0, 480.0]
+
+
+def test_uneven_batch_is_padded_and_left_out_of_reductions(per_replica):
+    # 6 rows on 4 replicas: padded to 8 with zero rows, which the last replica holds
+    assert per_replica["uneven_values"] == [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], []]
+    assert per_replica["uneven_sum0"] == 21.0
+    assert per_replica["uneven_mean0"] == 3.5  # 21 / 6
+    assert per_replica["uneven_loss"] == 3.5  # compute_average_loss: padding left out, / 6
+
+
+def test_the_per_replica_step_sums_gradients_with_all_reduce_only(per_replica):
+    assert 1 <= per_replica["pr_all_reduces"] <= 2  # w's and b's (combined or not)
+    assert per_replica["pr_other_collectives"] == 0
+
+
+def test_training_per_replica_gives_one_devices_variables(per_replica):
+    assert per_replica["moved_float64"] > 1e-2 and per_replica["moved_float32"] > 1e-2
+    assert per_replica["train_float64"] < 1e-12
+    assert per_replica["train_float32"] < 1e-6
+    assert per_replica["train_uneven_float64"] < 1e-12
+    assert per_replica["train_uneven_float32"] < 2e-6
+    assert per_replica["replicas_equal_float64"] and per_replica["replicas_equal_float32"]
+
+
+def test_custom_gradient_host_callback_control_flow_in_a_replica_function(per_replica):
+    assert per_replica["features_moved"] > 1e-2
+    assert per_replica["features_diff"] < 1e-12
+    # each device called the NumPy forward with its 2 rows, in float64 (64-bit crossing)
+    assert per_replica["callback_shapes"] == ["(2, 3)float64"]
+
+
+def test_reduce_of_a_value_that_is_not_per_replica(per_replica):
+    assert "cannot be summed across replicas" in per_replica["plain_sum_error"]
+    assert per_replica["plain_mean"] == 3.0
+    assert per_replica["plain_sum_axis0"] == 12.0  # as TF: each of 4 replicas sums it
+
+
+def test_per_replica_errors_in_process():
+    s = tg.distribute.MirroredStrategy(devices=[0])
+    with pytest.raises(TypeError, match=r"per_replica=...\): expected True or False"):
+        tg.distribute.MirroredStrategy(per_replica="yes")
+    kept = []
+
+    def keep(x):
+        kept.append(tg.distribute.get_replica_context())
+        return x * 1.0
+
+    s.run(keep, args=(np.ones(2),))
+    with pytest.raises(RuntimeError, match=r"all_reduce: this replica context belongs to a "
+                                           r"replica function that has returned"):
+        kept[0].all_reduce("SUM", tg.constant(1.0))
+    with pytest.raises(ValueError, match="reduce_op must be 'SUM', 'MEAN'"):
+        s.run(lambda x: tg.distribute.get_replica_context().all_reduce("MAX", x),
+              args=(np.ones(2),))
+    with s.scope():
+        v = tg.Variable(0.0)
+        assert tg.distribute.get_replica_context() is None  # cross-replica context, as TF
+    (x,) = s.experimental_distribute_values((np.ones(4),))
+    with pytest.raises(ValueError, match=r"assigned Variable .* a value that may differ across "
+                                         r"replicas.*all_reduce"):
+        s.run(lambda x: v.assign(tg.sum(x)), args=(x,))
+    with pytest.raises(ValueError, match="per_example_loss is 0-d"):
+        tg.nn.compute_average_loss(tg.constant(1.0))
+
+
+def test_default_replica_context_and_compute_average_loss_outside_a_strategy():
+    ctx = tg.distribute.get_replica_context()
+    assert ctx.num_replicas_in_sync == 1 and int(ctx.replica_id_in_sync_group) == 0
+    assert ctx.all_reduce("SUM", 3.0) == 3.0
+    loss = tg.nn.compute_average_loss(tg.constant([1.0, 2.0, 6.0]))
+    assert float(loss) == 3.0
+    assert float(tg.nn.compute_average_loss(tg.constant([1.0, 2.0, 6.0]),
+                                            sample_weight=[1.0, 1.0, 0.5],
+                                            global_batch_size=4)) == 1.5
+
+
+def test_per_replica_step_reads_only_its_variables_and_assigns_all_reduced_values():
+    stray = tg.Variable(np.zeros(777))  # another model's Variable: not an input of the step
+    s = tg.distribute.MirroredStrategy(devices=[0])
+    with s.scope():
+        w = tg.Variable(1.0)
+
+    def step(x):  # an all-reduced value is equal on every replica: it may be assigned
+        ctx = tg.distribute.get_replica_context()
+        return w.assign_add(ctx.all_reduce("SUM", tg.sum(x)))
+
+    (x,) = s.experimental_distribute_values((np.arange(4.0),))
+    out = s.run(step, args=(x,))
+    assert float(w.numpy()) == 7.0 and [float(v) for v in out.values] == [7.0]
+    assert "HloModule" in s.experimental_compiled_text(step, (x,))
+    (function,) = s._steps.values()
+    (program,) = function._programs.values()
+    assert program.variables == [w]  # not stray (nor the random generator's state)
+    assert stray.shape == (777,)

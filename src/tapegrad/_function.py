@@ -1096,7 +1096,8 @@ class _HostCallback:
 
         mesh = getattr(_callback_mesh, "mesh", None)  # inside a tg.distribute step
         specs = shapes = [values[k].shape for k in traced]
-        if mesh is not None:  # per shard: inputs split along a first axis the devices divide
+        manual = getattr(_callback_mesh, "manual", False)  # already in the shard_map's body
+        if mesh is not None and not manual:  # per shard: inputs split along a first axis
             specs, shapes = _shard_specs(jax, mesh, [values[k] for k in traced])
         zeros = [np.zeros(s, _backend.np_dtype(values[k].dtype)) for k, s in zip(traced, shapes)]
         with np.errstate(all="ignore"):
@@ -1121,12 +1122,15 @@ class _HostCallback:
         if mesh is None:
             return jax.pure_callback(checked, spec, *[values[k] for k in traced],
                                      vmap_method=method)
-        return _per_shard(jax, mesh, opdef, checked, spec, specs)(*[values[k] for k in traced])
+        return _per_shard(jax, mesh, opdef, checked, spec, specs, manual)(
+            *[values[k] for k in traced])
 
 
 # Set by tg.distribute while it traces a step: its mesh (one axis). A NumPy forward then runs
 # per shard (jax.shard_map around the callback: each device calls back with its own rows);
-# a callback of the whole batch would be placed on one device by XLA's partitioner.
+# a callback of the whole batch would be placed on one device by XLA's partitioner. With
+# .manual set (a per-replica step, traced inside its own jax.shard_map) the values are already
+# a device's: only the 64-bit crossing of _per_shard is applied.
 _callback_mesh = threading.local()
 
 
@@ -1140,9 +1144,10 @@ def _shard_specs(jax, mesh, values):
             [(v.shape[0] // n, *v.shape[1:]) if s else v.shape for v, s in zip(values, split)])
 
 
-def _per_shard(jax, mesh, opdef, checked, spec, in_specs):
+def _per_shard(jax, mesh, opdef, checked, spec, in_specs, manual=False):
     """The callback as a ``jax.shard_map`` over ``mesh``: outputs split along their first axis
-    when an input is (the rows of each shard), else whole."""
+    when an input is (the rows of each shard), else whole. ``manual``: already inside a
+    ``shard_map`` over ``mesh``; the callback is called as it is (no shard_map of its own)."""
     P, axis = jax.sharding.PartitionSpec, mesh.axis_names[0]
     split = any(s != P() for s in in_specs)
     outs = jax.tree_util.tree_leaves(spec)
@@ -1179,6 +1184,8 @@ def _per_shard(jax, mesh, opdef, checked, spec, in_specs):
     def run(*values):
         dtypes[:] = [np.dtype(v.dtype) if np.dtype(v.dtype).itemsize == 8 and
                      np.dtype(v.dtype).kind in "fiu" else None for v in values]
+        if manual:
+            return shard(*values)
         return jax.shard_map(shard, mesh=mesh, in_specs=tuple(in_specs), out_specs=out_specs,
                              check_vma=False)(*values)
 

@@ -10,6 +10,7 @@ _run_eagerly = False
 _tensor_float_32 = False  # see enable_tensor_float_32_execution
 _traces = threading.local()  # tg.function traces open in this thread (``tracing``)
 _on_jax = []  # functions f(jax) for configure_jax to call once (see when_jax_loaded)
+_replica = threading.local()  # .context: see replica_context
 
 
 def tracing() -> bool:
@@ -17,6 +18,14 @@ def tracing() -> bool:
     (``tg.cond``, ``tg.lax.scan``, ...) then builds XLA control-flow ops instead of running as
     Python."""
     return getattr(_traces, "depth", 0) > 0
+
+
+def replica_context():
+    """The replica context of the ``tg.distribute`` replica function this thread is tracing
+    (``MirroredStrategy.run``: one trace per replica under ``jax.shard_map``), or None. The
+    optimizers sum their gradients across replicas through it and ``tg.nn.compute_average_loss``
+    reads the replica count from it; ``tg.distribute`` sets it (``_replica.context``)."""
+    return getattr(_replica, "context", None)
 
 
 @contextlib.contextmanager

@@ -438,6 +438,7 @@ random = types.SimpleNamespace(
     get_global_generator=_tg.random.get_global_generator,
 )
 train = _tg.train  # Checkpoint, CheckpointManager, latest_checkpoint
+distribute = _tg.distribute  # MirroredStrategy, ReduceOp, get_replica_context (JAX's devices)
 saved_model = _tg.saved_model  # save, load, SaveOptions
 class _Keras(types.SimpleNamespace):
     """``tf.keras`` as far as tapegrad has it: ``optimizers`` (with ``schedules``)."""

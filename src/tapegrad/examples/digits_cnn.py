@@ -150,7 +150,7 @@ def _strategy(devices):
         raise SystemExit(f"--devices {devices}: JAX sees {len(jax.devices())} device(s); on the "
                          f"CPU start Python with XLA_FLAGS=--xla_force_host_platform_device_count="
                          f"{devices} (JAX had started before this option was read)")
-    return tg.distribute.MirroredStrategy(devices=list(range(devices)))
+    return tg.distribute.MirroredStrategy(devices=list(range(devices)), per_replica=False)
 
 
 def evaluate(model, x, y) -> float:

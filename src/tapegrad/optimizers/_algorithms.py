@@ -18,7 +18,7 @@ import warnings
 
 import numpy as np
 
-from .. import _backend
+from .. import _backend, config
 from .._backend import kernel as _kernel
 from .._backend import namespace as _ns
 from .._tape import GradientTape
@@ -244,6 +244,9 @@ class Optimizer:
         ``global_norm`` of IndexedSlices; duplicate indices are not summed first); weight
         decay is dense. ``None`` gradients are skipped with a
         ``UserWarning`` naming the variables. ``iterations`` is incremented once and returned.
+        Inside a ``tg.distribute`` replica function (``MirroredStrategy.run``) the gradients
+        are first summed across the replicas (``jax.lax.psum``), as TensorFlow's
+        ``MirroredStrategy`` all-reduces them, so every replica applies the same update.
         Lazy gradients (Dask) are evaluated together, in one graph, before any update.
 
         Raises ``TypeError`` if a target is not a Variable, ``ValueError`` if a gradient's
@@ -267,7 +270,9 @@ class Optimizer:
                                      f"but the variable has shape {v.shape}; gradients must "
                                      "have their variable's shape (check the order of the "
                                      "pairs)")
-                g = _Rows(g.indices._value, g.values._value)
+                # across replicas the rows differ: summed dense (TensorFlow gathers them)
+                g = (g._dense() if config.replica_context() is not None
+                     else _Rows(g.indices._value, g.values._value))
             grads.append(g._value if isinstance(g, Tensor) else g)
         values = [v._value for v in variables]
         arrays = _backend.materialize(  # lazy ones (Dask): one graph
@@ -292,6 +297,8 @@ class Optimizer:
                           f"{missing} when minimizing the loss; they are not updated",
                           UserWarning, stacklevel=2)
         values = value = None  # hold no arrays: an update may then be made in place
+        if config.replica_context() is not None:  # tg.distribute: summed across replicas
+            grads = config.replica_context()._sum_gradients(grads)
         grads = self._clip_gradients(grads)
         self._step(variables, grads, self._current_learning_rate())
         self.iterations.assign_add(1)
