@@ -593,6 +593,35 @@ except ValueError as e:
     found["plain_sum_error"] = str(e)
 found["plain_mean"] = float(s.reduce("MEAN", tg.constant(3.0)))
 found["plain_sum_axis0"] = float(s.reduce("SUM", tg.constant([1.0, 2.0]), axis=0))
+
+
+# an embedding's gradient is an IndexedSlices; in a replica function SGD sums it across
+# the replicas (dense), as TensorFlow all-gathers the rows
+def train_embedding(devices, steps=3):
+    s = tg.distribute.MirroredStrategy(devices=list(range(devices)))
+    with s.scope():
+        table = tg.Variable(np.random.default_rng(2).normal(size=(10, 3)))
+        opt = tg.optimizers.SGD(0.1)
+
+    @tg.function
+    def step(ids):
+        with tg.GradientTape() as tape:
+            e = tg.nn.embedding_lookup(table, ids)
+            loss = tg.nn.compute_average_loss(tg.sum(e * e, axis=1))
+        g = tape.gradient(loss, table)
+        opt.apply_gradients([(g, table)])
+        return loss
+
+    rng = np.random.default_rng(3)
+    for ids in s.experimental_distribute_dataset([rng.integers(0, 10, size=8)
+                                                  for _ in range(steps)]):
+        s.run(step, args=(ids,))
+    return table.numpy()
+
+
+found["embedding"] = float(np.max(np.abs(train_embedding(1) - train_embedding(4))))
+found["embedding_moved"] = float(np.max(np.abs(
+    train_embedding(4) - np.random.default_rng(2).normal(size=(10, 3)))))
 print("RESULT " + json.dumps(found))
 '''
 
@@ -622,6 +651,11 @@ def test_each_replica_sum_reduced_with_mean_is_tensorflows_114(per_replica):
     assert per_replica["tf_mean"] == 114.0  # tapegrad.compat.tensorflow's names
     # compute_average_loss divides each replica's sum by the global batch, 8
     assert per_replica["tf_loss"] == [108.0 / 8 * 4, 112.0 / 8 * 4, 116.0 / 8 * 4, 120.0 / 8 * 4]
+
+
+def test_an_embeddings_indexed_slices_gradient_is_summed_across_replicas(per_replica):
+    assert per_replica["embedding"] < 1e-12
+    assert per_replica["embedding_moved"] > 1e-3
 
 
 def test_reduce_per_replica_values_along_an_axis(per_replica):
