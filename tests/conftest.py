@@ -46,10 +46,18 @@ def on_strict_first_samples(cases):
             for c in cases]
 
 
+# The slowest tests by measurement (tests/slow_tests.txt: one test id per line), marked slow
+with open(os.path.join(os.path.dirname(__file__), "slow_tests.txt")) as _f:
+    SLOW_IDS = {line.split("#")[0].strip() for line in _f} - {""}
+
+
 def pytest_collection_modifyitems(config, items):
-    """``@pytest.mark.slow`` tests, and the files of ``NUMPY_PASS_ONLY`` on array_api_strict,
-    skip unless ``TAPEGRAD_SLOW_TESTS=1`` (the suite stays under 10 minutes; CI runs the
-    README's command)."""
+    """``@pytest.mark.slow`` tests, those listed in ``slow_tests.txt``, and the files of
+    ``NUMPY_PASS_ONLY`` on array_api_strict, skip unless ``TAPEGRAD_SLOW_TESTS=1`` (the suite
+    stays under 10 minutes; CI runs the README's command)."""
+    for item in items:
+        if item.nodeid in SLOW_IDS:
+            item.add_marker(pytest.mark.slow)
     if RUN_SLOW:
         return
     skip = pytest.mark.skip(reason="slow: run with TAPEGRAD_SLOW_TESTS=1")
