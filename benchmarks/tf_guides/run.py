@@ -104,6 +104,17 @@ def _code_only(src):
     return "\n".join(ln for ln in src.splitlines() if not ln.lstrip().startswith("#"))
 
 
+def _imports_of(src):
+    """A skipped cell's top-level imports without Keras (run, never counted), or None."""
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return None
+    keep = [ast.get_source_segment(src, n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+    keep = [k for k in keep if "keras" not in k]
+    return "\n".join(keep) or None
+
+
 def classify(cells):
     """Per cell: dict(src=code to run or None, skip=reason or None, random=bool, timing=bool)."""
     out, tainted = [], set()
@@ -121,7 +132,7 @@ def classify(cells):
         loads, stores = _names(src) if not skip else (set(), set())
         rnd = bool(not skip and (RANDOM_RE.search(code) or loads & tainted))
         tainted = (tainted | stores) if rnd else (tainted - stores)
-        out.append({"src": None if skip else src, "skip": skip, "random": rnd,
+        out.append({"src": _imports_of(src) if skip else src, "skip": skip, "random": rnd,
                     "timing": bool(not skip and TIMING_RE.search(src)),
                     "hash": hashlib.sha1(raw.encode()).hexdigest()[:12]})
     return out
@@ -173,7 +184,7 @@ def execute(python, docs, guides, swap, args):
         for f in concurrent.futures.as_completed(futs):
             g = futs[f]
             res = f.result()
-            out[g] = [dict(c, **({"result": res.get(i)} if c["src"] else {}))
+            out[g] = [dict(c, **({"result": res.get(i)} if c["src"] and not c["skip"] else {}))
                       for i, c in enumerate(plan[g])]
             print("  %s: %d cells done" % (g, len(res)), file=sys.stderr)
     return {g: out[g] for g in plan}
@@ -410,6 +421,10 @@ def main(argv=None):
                              capture_output=True, text=True, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
         meta = {"tf_version": ver.stdout.strip(), "docs": docs_version(docs),
                 "recorded": time.strftime("%Y-%m-%d"), "seconds": round(time.time() - t0)}
+        if args.guides != ",".join(GUIDES) and os.path.exists(args.oracle):  # update those guides
+            old = json.load(open(args.oracle))
+            old["guides"].update(res)
+            res = {g: old["guides"][g] for g in GUIDES if g in old["guides"]}
         json.dump({"meta": meta, "guides": res}, open(args.oracle, "w"), indent=1)
         print("wrote %s in %.0fs" % (args.oracle, time.time() - t0))
         return
