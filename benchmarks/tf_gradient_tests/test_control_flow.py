@@ -124,6 +124,18 @@ class WhileV2Test(TestCase):
             y = tf.reduce_sum(f(x))
         self.assertAllEqual(t.gradient(y, x), [9.])
 
+    def testGradientOfLoopWithTwoLoopVarsBothWatched(self):
+        # while_v2_test.testMultipleLoopVars: x_{k+1} = x_k * y_k, y_{k+1} = y_k + 1, three times.
+        x, y = tf.constant(2.), tf.constant(3.)
+        with tf.GradientTape() as t:
+            t.watch([x, y])
+            _, rx, ry = tf.while_loop(lambda i, a, b: i < 3, lambda i, a, b: (i + 1, a * b, b + 1.), [0, x, y])
+            out = rx + ry
+        self.assertAllEqual(rx, 2. * 3. * 4. * 5.)
+        self.assertAllEqual(ry, 6.)
+        # d/dx = y(y+1)(y+2) = 60; d/dy = x * d(y^3+3y^2+2y)/dy + 1 = 2 * (27 + 18 + 2) + 1
+        self.assertAllEqual(t.gradient(out, [x, y]), [60., 95.])
+
 
 class CondV2Test(TestCase):
 
@@ -203,6 +215,16 @@ class CondV2Test(TestCase):
     def testCondStopGradient(self):
         f = lambda x: tf.cond(x > 0., lambda: tf.stop_gradient(x) * x, lambda: x)
         self.assertAllEqual(grad(f, 3.), 3.)
+
+    def testGradientOfCondUnusedInputIsNone(self):
+        # cond_v2_test gradient with an input only the untaken branch reads: no path, so None.
+        x, y = tf.constant(2.), tf.constant(5.)
+        with tf.GradientTape() as t:
+            t.watch([x, y])
+            out = tf.cond(x > 0., lambda: x * x, lambda: y)
+        dx, dy = t.gradient(out, [x, y])
+        self.assertAllEqual(dx, 4.)
+        self.assertIsNone(dy)
 
 
 class FunctionGradientsTest(TestCase):
