@@ -71,6 +71,7 @@ def constant(value, dtype=None, shape=None, name=None):
                             "tensor's dtype here: cast it with tf.cast(value, dtype)")
         out = value
     else:
+        _extras.check_not_string(value, "tf.constant")
         out = _tg.constant(value, _tf_dtype(dtype, value))
     if shape is None:
         return out
@@ -769,6 +770,18 @@ from .tf_data import Dataset as _Dataset  # noqa: E402
 
 data = types.SimpleNamespace(Dataset=_Dataset, AUTOTUNE=_AUTOTUNE,
                              experimental=types.SimpleNamespace(AUTOTUNE=_AUTOTUNE))
+
+# --- names TensorFlow's guides use (tapegrad.compat.tf_extras) --------------------------------
+from . import tf_extras as _extras  # noqa: E402
+from tapegrad._tensor import TensorShape  # noqa: E402, F401
+
+meshgrid, cast, init_scope = _extras.meshgrid, _extras.cast, _extras.init_scope
+dtypes = _Namespace(_tf_name="tf.dtypes", **vars(_extras.dtypes))
+types = _Namespace(_tf_name="tf.types", experimental=_Namespace(
+    _tf_name="tf.types.experimental", **vars(_extras.types_experimental)))
+random.Generator = _extras.Generator
+random.stateless_normal, random.stateless_uniform = (_extras.stateless_normal,
+                                                      _extras.stateless_uniform)
 
 for _sub in ("math", "linalg", "random", "errors", "autodiff", "data"):
     globals()[_sub] = _Namespace(_tf_name=f"tf.{_sub}", **vars(globals()[_sub]))
