@@ -20,6 +20,14 @@ __all__ = ["meshgrid", "cast", "Generator", "stateless_normal", "stateless_unifo
 _f32 = tg.float32
 
 
+def _tensor(x):
+    """``x`` as a Tensor, Python floats as float32 (TensorFlow's default); a Variable is read."""
+    if isinstance(x, tg.Tensor):
+        return tg.convert_to_tensor(x)
+    plain = not hasattr(x, "dtype") and np.asarray(x).dtype.kind == "f"
+    return tg.convert_to_tensor(x, dtype=_f32 if plain else None)
+
+
 def meshgrid(*args, indexing="xy", name=None):
     """``tf.meshgrid(x, y, ..., indexing='xy')``: coordinate grids of the 1-D ``args`` (a list of
     Tensors, one per argument, each of shape ``(len(y), len(x), ...)`` for ``'xy'``,
@@ -27,17 +35,13 @@ def meshgrid(*args, indexing="xy", name=None):
     those of ``tg.meshgrid`` (broadcasts). Raises ``ValueError`` for another ``indexing``."""
     if indexing not in ("xy", "ij"):
         raise ValueError(f"tf.meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
-    from .tensorflow import convert_to_tensor
-
-    return list(tg.meshgrid(*[convert_to_tensor(a) for a in args], indexing=indexing))
+    return list(tg.meshgrid(*[_tensor(a) for a in args], indexing=indexing))
 
 
 def cast(x, dtype, name=None):
     """``tf.cast(x, dtype)``: ``x`` (a Tensor, array or Python value) as ``dtype``; ``dtype`` may
     be given by keyword, as TensorFlow's guides do. Gradient: that of ``tg.astype``."""
-    from .tensorflow import convert_to_tensor
-
-    return tg.astype(convert_to_tensor(x), dtype)
+    return tg.astype(_tensor(x), dtype)
 
 
 class Generator(tg.random.Generator):
