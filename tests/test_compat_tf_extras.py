@@ -192,3 +192,21 @@ def test_tensorflow_error_types_and_messages():
         tape.gradient(y, x, unconnected_gradients="nonsense")
     with pytest.raises(ValueError, match="multiple times"):
         tg.ForwardAccumulator([x, x], [1.0, 2.0])
+
+
+def test_train_list_variables_and_load_variable(tmp_path):
+    class Model(tg.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tg.Variable([[1.0, 2.0]])
+            self.b = tg.Variable(3.0)
+
+    path = tf.train.Checkpoint(model=Model()).write(str(tmp_path / "ck"))
+    assert tf.train.list_variables(path) == [("model/b", []), ("model/w", [1, 2]),
+                                             ("save_counter", [])]
+    np.testing.assert_array_equal(tf.train.load_variable(path, "model/w"), [[1.0, 2.0]])
+    with pytest.raises(KeyError, match="no array 'model/v' in the checkpoint; it has model/b, "
+                                       "model/w, save_counter"):
+        tf.train.load_variable(path, "model/v")
+    with pytest.raises(FileNotFoundError, match="no checkpoint saved in the directory"):
+        tf.train.list_variables(str(tmp_path))
