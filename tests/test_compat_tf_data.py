@@ -83,3 +83,12 @@ def test_bad_input_says_what_to_do():
     with pytest.raises(AttributeError, match=r"tf.data.TFRecordDataset is not provided by "
                                              r"tapegrad.compat.tensorflow yet"):
         tf.data.TFRecordDataset
+
+
+def test_from_tensor_slices_of_a_list_slices_it_as_one_tensor():
+    # TensorFlow's function guide: a list is converted to a tensor, not taken as a structure
+    ds = tf.data.Dataset.from_tensor_slices([1, 2, 3])
+    assert [int(x.numpy()) for x in ds] == [1, 2, 3]
+    pairs = tf.data.Dataset.from_tensor_slices(([[1.0, 2.0], [3.0, 4.0]], [5, 6]))
+    got = [(x.numpy().tolist(), int(y.numpy())) for x, y in pairs]
+    assert got == [([1.0, 2.0], 5), ([3.0, 4.0], 6)]

@@ -87,19 +87,20 @@ def _has_jax() -> bool:
 class TensorSpec:
     """The shape and dtype of a Tensor argument (``tf.TensorSpec``), for ``input_signature``.
 
-    ``shape``: a tuple of ints, ``None`` for a dimension of any size; ``dtype``: a tapegrad
-    dtype (default float32); ``name``: a label.
+    ``shape``: a tuple of ints, ``None`` for a dimension of any size, or ``None`` itself for
+    any rank (TensorFlow's ``TensorSpec(None)``); ``dtype``: a tapegrad dtype (default
+    float32); ``name``: a label.
     """
 
     def __init__(self, shape, dtype=np.float32, name=None):
-        self.shape = tuple(shape)
+        self.shape = None if shape is None else tuple(shape)
         self.dtype = np.dtype(dtype)
         self.name = name
 
     def is_compatible_with(self, value) -> bool:
         """True if ``value`` (a Tensor or array) has a shape and dtype this spec admits."""
         shape = tuple(value.shape)
-        return (len(shape) == len(self.shape) and all(
+        return (self.shape is None or len(shape) == len(self.shape) and all(
             s is None or s == d for s, d in zip(self.shape, shape))
             and _backend.np_dtype(value.dtype) == self.dtype)
 
@@ -717,8 +718,15 @@ class _Program:
         replay = self._replay_function()
         names = [*[f"args[{i}]" for i in range(len(self.dynamic))],
                  *_registry.variable_names(self.variables)]
-        self.calldef = _registry.CallDef(f"Function:{self.name}", names, _vjp_gradient(replay),
-                                         jvp=_jvp_rule(replay), replay=replay, function=replay,
+        # which recorded inputs (dynamic arguments, then used Variables) each output depends on:
+        # an input no floating output depends on gets a None gradient, as in TensorFlow
+        where = {len(candidates) + j: j for j in range(len(self.dynamic))}
+        where.update({k: len(self.dynamic) + i for i, k in enumerate(self.used)})
+        deps = tuple(frozenset(where[k] for k in d if k in where)
+                     for d in _dependence(closed.jaxpr)[:self.n_out])
+        self.calldef = _registry.CallDef(f"Function:{self.name}", names,
+                                         _vjp_gradient(replay, deps),
+                                         jvp=_jvp_rule(replay, deps), replay=replay, function=replay,
                                          variables=self.variables)
 
     # --- Variable arguments, by their specs ---------------------------------------------------
@@ -964,6 +972,17 @@ def _host(a):
     return _backend.to_numpy(a)
 
 
+def _dependence(jaxpr) -> list:
+    """For each output of ``jaxpr``, the set of positions of the inputs it depends on (an
+    equation's outputs depend on all of its inputs; a literal on none)."""
+    deps = {id(v): {k} for k, v in enumerate(jaxpr.invars)}
+    for eqn in jaxpr.eqns:
+        d = set().union(*(deps.get(id(v), ()) for v in eqn.invars))
+        for v in eqn.outvars:
+            deps[id(v)] = d
+    return [deps.get(id(v), set()) for v in jaxpr.outvars]
+
+
 def _used_inputs(jaxpr) -> set:
     """ids of the jaxpr's variables that an equation or an output reads."""
     used = {id(v) for eqn in jaxpr.eqns for v in eqn.invars}
@@ -972,14 +991,17 @@ def _used_inputs(jaxpr) -> set:
 
 
 # --- the op a compiled call is on an outer tape, and its compiled gradient ---------------------
-def _vjp_gradient(fn):
+def _vjp_gradient(fn, deps):
     """The gradient function of a recorded call of the pure function ``fn``: the VJP of ``fn``,
-    compiled, and recorded in turn on the tapes that record the gradient computation."""
+    compiled, and recorded in turn on the tapes that record the gradient computation. ``deps``:
+    for each output, the positions of the inputs it depends on; the others get ``None``."""
     def gradient(op, *dys):
         xs = op.inputs
         floating = tuple(k for k, o in enumerate(op.outputs)
                          if _backend.is_floating(o.dtype))
-        return list(_compiled_vjp(fn, len(xs), floating)(*xs, *[dys[k] for k in floating]))
+        grads = _compiled_vjp(fn, len(xs), floating)(*xs, *[dys[k] for k in floating])
+        reached = set().union(*(deps[k] for k in floating))
+        return [g if k in reached else None for k, g in enumerate(grads)]
 
     gradient.__wrapped__ = fn
     return gradient
@@ -1018,11 +1040,12 @@ def _compiled_vjp(fn, n_inputs, floating):
     return _replayed(fn, n_inputs, vjp, "vjp")
 
 
-def _jvp_rule(fn):
+def _jvp_rule(fn, deps):
     """The JVP rule of a recorded call of the pure function ``fn``: ``fn`` again under a
     forward-mode accumulator, compiled (so a ``while_loop`` without ``maximum_iterations``,
     which has a JVP but no VJP, works in forward mode through a compiled call), and recorded
-    in turn on the tapes and accumulators that record the tangent computation."""
+    in turn on the tapes and accumulators that record the tangent computation. An output that
+    depends on no input with a tangent (``deps``, as in :func:`_vjp_gradient`) gets ``None``."""
     def jvp(op, *ts):
         have = tuple(k for k, t in enumerate(ts) if t is not None)
         floating = tuple(k for k, o in enumerate(op.outputs) if _backend.is_floating(o.dtype))
@@ -1030,7 +1053,7 @@ def _jvp_rule(fn):
             *op.inputs, *[ts[k] for k in have])
         out = [None] * len(op.outputs)
         for k, t in zip(floating, tangents):
-            out[k] = t
+            out[k] = t if deps[k] & set(have) else None
         return tuple(out)
 
     jvp.__wrapped__ = fn

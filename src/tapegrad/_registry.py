@@ -24,7 +24,7 @@ from ._records import READS, record
 from ._samples import Arg, Sample  # noqa: F401 - op modules declare samples through here
 from ._tensor import _SCALARS, Tensor, _raw, _wrap
 from ._tensor import _ids as _tensor_ids
-from .errors import describe_fn
+from .errors import RegistrationError, describe_fn
 
 _SCALAR_TYPES = frozenset(_SCALARS)
 _NO_ATTRS = types.MappingProxyType({})  # the (read-only) attrs of an op without attributes
@@ -571,7 +571,7 @@ def RegisterGradient(op_type: str, *, surrogate: bool = False, reads: str = "bot
                 opdef.grad, fn, f"RegisterGradient: the gradient of {op_type!r}"):
             opdef.grad = None
         if opdef.grad is not None or not opdef.differentiable:
-            raise ValueError(
+            raise RegistrationError(
                 f"RegisterGradient: op type {op_type!r} already has a gradient "
                 f"({describe_fn(opdef.grad) if opdef.grad else 'no_gradient'}); use "
                 "tg.gradient_override_map to use another gradient in a block of code"
@@ -619,12 +619,12 @@ def RegisterJVP(op_type: str):  # noqa: N802 - the forward-mode twin of Register
 def no_gradient(op_type: str) -> None:
     """Declare that ``op_type`` is not differentiable: its inputs receive ``None`` gradients.
 
-    Raises ``TypeError`` for a name that is not a string, ``LookupError`` for an unknown type.
+    A type not defined yet is declared ahead, as TensorFlow's ``tf.no_gradient`` accepts any
+    name (and :func:`RegisterGradient` does here). Raises ``TypeError`` for a name that is not
+    a non-empty string.
     """
     _check_type_name(op_type, "no_gradient")
-    opdef = _OPS.get(op_type)
-    if opdef is None:
-        raise _unknown(op_type, "no_gradient")
+    opdef = _entry(op_type)
     opdef.differentiable = False
     opdef.reads = READS["none"]
 

@@ -30,6 +30,11 @@ class UnconnectedGradients(enum.Enum):
     NONE = "none"
     ZERO = "zero"
 
+    @classmethod
+    def _missing_(cls, value):
+        raise ValueError(f"Unknown value for unconnected_gradients: {value!r}; give 'none' or "
+                         "'zero' (or tg.UnconnectedGradients.NONE / .ZERO)")
+
 
 class GradientTape:
     """Records operations for automatic differentiation (TensorFlow 2 semantics).

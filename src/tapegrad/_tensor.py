@@ -26,6 +26,45 @@ _ids = itertools.count(1)
 _SCALARS = (bool, int, float, complex)
 
 
+class TensorShape(tuple):
+    """The shape of a Tensor (TensorFlow's ``tf.TensorShape``): a tuple of dimensions (ints, or
+    None for unknown) with TensorFlow's ``as_list()``, ``rank`` / ``ndims`` and
+    ``assert_is_compatible_with``. It equals the plain tuple of the same dimensions (and slices
+    to plain tuples). ``TensorShape(None)`` (unknown rank) raises ``ValueError``."""
+
+    def __new__(cls, dims=()):
+        if type(dims) is tuple:  # an array's shape: as it is (the fast path of Tensor.shape)
+            return tuple.__new__(cls, dims)
+        if dims is None:
+            raise ValueError("tf.TensorShape(None) (unknown rank) is not supported by tapegrad; "
+                             "give the dimensions, None for an unknown one")
+        dims = (dims,) if isinstance(dims, (int, np.integer)) else dims
+        return super().__new__(cls, (None if d is None else int(d) for d in dims))
+
+    def as_list(self) -> list:
+        """The dimensions as a list."""
+        return list(self)
+
+    @property
+    def rank(self) -> int:
+        """The number of dimensions."""
+        return len(self)
+
+    ndims = rank
+
+    def is_compatible_with(self, other) -> bool:
+        """True if ``other`` has this rank and each pair of dimensions agrees (None fits all)."""
+        other = TensorShape(other)
+        return len(self) == len(other) and all(a is None or b is None or a == b
+                                               for a, b in zip(self, other))
+
+    def assert_is_compatible_with(self, other) -> None:
+        """Raise ``ValueError`` unless :meth:`is_compatible_with` ``other``."""
+        if not self.is_compatible_with(other):
+            raise ValueError(f"Shapes {tuple(self)} and {tuple(TensorShape(other))} are "
+                             "incompatible")
+
+
 class Tensor:
     """An immutable n-dimensional array that tapes can differentiate through.
 
@@ -53,9 +92,9 @@ class Tensor:
 
     # --- array facts -------------------------------------------------------------------------
     @property
-    def shape(self) -> tuple:
-        """The shape, a tuple of ints."""
-        return tuple(self._value.shape)
+    def shape(self) -> TensorShape:
+        """The shape, a tuple of ints (a :class:`TensorShape`, with TensorFlow's ``as_list()``)."""
+        return TensorShape(self._value.shape)
 
     @property
     def dtype(self):

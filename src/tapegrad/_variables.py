@@ -24,7 +24,7 @@ import numpy as np
 from . import _backend
 from ._structural import extensions as _extensions
 from ._structural import ops as _structural_ops
-from ._tensor import Tensor, _ids, _new, _short, _traced
+from ._tensor import Tensor, TensorShape, _ids, _new, _short, _traced
 
 _variables = weakref.WeakValueDictionary()  # id -> every live Variable (tg.function lifts them)
 name_scopes = threading.local()  # .prefix: Variable names' prefix (tapegrad.module.name_scope)
@@ -77,9 +77,9 @@ class DeviceTensor(Tensor):
             return _DEVICE.__get__(self)[0]
 
     @property
-    def shape(self) -> tuple:
-        """The shape, a tuple of ints."""
-        return tuple(self._peek().shape)
+    def shape(self) -> TensorShape:
+        """The shape, a tuple of ints (a :class:`TensorShape`, with TensorFlow's ``as_list()``)."""
+        return TensorShape(self._peek().shape)
 
     @property
     def dtype(self):

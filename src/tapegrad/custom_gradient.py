@@ -436,8 +436,12 @@ def _check_no_truncation(dtype, Tout, where):  # noqa: N803
             f"Tout={got}, or round/cast inside func if that is what you want")
 
 
-def py_function(func, inp, Tout, name=None):  # noqa: N803 - TensorFlow's name
+def py_function(func=None, inp=None, Tout=None, name=None):  # noqa: N803 - TF's name
     """Run ``func(*inp)`` eagerly on Tensors; gradients flow through the tapegrad ops it uses.
+
+    Without ``func`` (``@tg.py_function(Tout=tg.float32)``, TensorFlow's decorator form) it
+    returns a decorator: the decorated function called with Tensors is ``py_function(func,
+    args, Tout)``.
 
     ``inp``: list of Tensors (other values are converted); ``Tout``: a dtype or a list of
     dtypes, one per result (results are cast to them). Returns a Tensor or a list of Tensors.
@@ -445,6 +449,11 @@ def py_function(func, inp, Tout, name=None):  # noqa: N803 - TensorFlow's name
     """
     from .ops.creation import convert_to_tensor
 
+    if Tout is None:
+        raise TypeError("py_function: Tout is required (a dtype, or a list of dtypes, one per "
+                        "result of func)")
+    if func is None:
+        return lambda f: functools.wraps(f)(lambda *args: py_function(f, args, Tout, name))
     args = [convert_to_tensor(a) for a in inp]
     return _cast_outputs(func(*args), Tout, "py_function")
 

@@ -4,6 +4,13 @@ from __future__ import annotations
 import inspect
 
 
+class RegistrationError(ValueError, KeyError):
+    """An op type already has what is being registered for it (``RegisterGradient`` of a type
+    with a gradient). A ``ValueError``, and a ``KeyError`` as TensorFlow raises there."""
+
+    __str__ = ValueError.__str__  # KeyError's would quote the message
+
+
 class GradientError(ValueError):
     """Base class of errors about a value returned by a gradient function."""
 

@@ -105,7 +105,7 @@ class ForwardAccumulator:
                 raise ValueError(
                     f"ForwardAccumulator: the {type(p).__name__} of shape {p.shape} (id "
                     f"{p._id}) already has a tangent in this accumulator (it was given as a "
-                    "primal before, or an op in the block computed it); a tensor is watched "
+                    "primal multiple times, or an op in the block computed it); a tensor is watched "
                     "once. If you meant both tangents, watch it once with their sum, as "
                     "TensorFlow asks")
             self._tangents[p._id] = _as_tangent(p, t)

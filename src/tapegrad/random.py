@@ -74,6 +74,21 @@ class Generator:
         """A generator seeded from the operating system's entropy."""
         return cls(np.random.default_rng())
 
+    def reset_from_seed(self, seed) -> None:
+        """Restart this generator as ``from_seed(seed)`` would create it (TensorFlow's
+        ``Generator.reset_from_seed``): the next numbers are ``from_seed(seed)``'s."""
+        self._rng = np.random.default_rng(_check_seed(seed))
+        self.key.assign(self._rng.integers(0, 2 ** 32, size=2, dtype=np.uint32))
+
+    def split(self, count=1) -> list:
+        """``count`` new generators with independent streams, derived from this one's state
+        (NumPy's ``Generator.spawn``), as TensorFlow's ``Generator.split``: deterministic given
+        this generator's seed; the generator itself draws on unchanged. ``count``: a positive
+        int; raises ``ValueError`` otherwise."""
+        if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 1:
+            raise ValueError(f"Generator.split: count must be a positive int, got {count!r}")
+        return [type(self)(rng) for rng in self._rng.spawn(int(count))]
+
     def normal(self, shape, mean=0.0, stddev=1.0, dtype=None) -> Tensor:
         """Normal samples of ``shape`` (int or tuple): ``mean + stddev * N(0, 1)``.
 

@@ -38,7 +38,8 @@ from ._tensor import Tensor
 from ._variables import Variable
 from .errors import CheckpointError
 
-__all__ = ["Checkpoint", "CheckpointLoadStatus", "CheckpointManager", "latest_checkpoint"]
+__all__ = ["Checkpoint", "CheckpointLoadStatus", "CheckpointManager", "latest_checkpoint",
+           "list_variables", "load_variable"]
 
 FORMAT = "tapegrad-checkpoint"
 VERSION = 1
@@ -363,6 +364,37 @@ def _read(path):
         raise _damaged(path, f"the data of {_names(bad)} in {data_path!r} does not match the "
                              "index (shape, dtype or CRC-32 checksum): the file is corrupted")
     return records, arrays
+
+
+def _checkpoint_path(ckpt_dir_or_file):
+    """A checkpoint path: ``ckpt_dir_or_file`` itself, or a directory's latest checkpoint."""
+    if os.path.isdir(ckpt_dir_or_file):
+        latest = latest_checkpoint(ckpt_dir_or_file)
+        if latest is None:
+            raise FileNotFoundError(f"tg.train: no checkpoint saved in the directory "
+                                    f"{ckpt_dir_or_file!r}; give a path save() or write() "
+                                    "returned")
+        return latest
+    return ckpt_dir_or_file
+
+
+def list_variables(ckpt_dir_or_file) -> list:
+    """``[(name, shape)]`` of the arrays in a checkpoint (TensorFlow's
+    ``tf.train.list_variables``), sorted by name; ``shape`` is a list of ints. The names are
+    tapegrad's (the objects' paths, e.g. ``model/w``), not TensorFlow's. Raises
+    ``FileNotFoundError`` / ``CheckpointError`` as :meth:`Checkpoint.restore` does."""
+    records, _ = _read(_checkpoint_path(ckpt_dir_or_file))
+    return [(name, list(records[name]["shape"])) for name in sorted(records)]
+
+
+def load_variable(ckpt_dir_or_file, name):
+    """The NumPy array stored under ``name`` in a checkpoint (``tf.train.load_variable``).
+    Raises ``KeyError`` naming the stored names if there is no such array."""
+    _, arrays = _read(_checkpoint_path(ckpt_dir_or_file))
+    if name not in arrays:
+        raise KeyError(f"tg.train.load_variable: no array {name!r} in the checkpoint; it has "
+                       f"{_names(arrays)} (tg.train.list_variables lists them)")
+    return arrays[name]
 
 
 def _names(names, limit=20) -> str:

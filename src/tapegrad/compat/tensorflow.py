@@ -74,6 +74,7 @@ def constant(value, dtype=None, shape=None, name=None):
                             "tensor's dtype here: cast it with tf.cast(value, dtype)")
         out = value
     else:
+        _extras.check_not_string(value, "tf.constant")
         out = _tg.constant(value, _tf_dtype(dtype, value))
     if shape is None:
         return out
@@ -830,6 +831,19 @@ debugging = types.SimpleNamespace(**{n: getattr(_tf_debugging, n)
 summary = types.SimpleNamespace(**{n: getattr(_tf_summary, n) for n in _tf_summary.__all__})
 assert_equal, assert_rank = debugging.assert_equal, debugging.assert_rank
 distribute = _tg.distribute  # MirroredStrategy, get_strategy, ReduceOp
+
+
+# --- names TensorFlow's guides use (tapegrad.compat.tf_extras) --------------------------------
+from . import tf_extras as _extras  # noqa: E402
+from tapegrad._tensor import TensorShape  # noqa: E402, F401
+
+meshgrid, cast, init_scope = _extras.meshgrid, _extras.cast, _extras.init_scope
+dtypes = _Namespace(_tf_name="tf.dtypes", **vars(_extras.dtypes))
+types = _Namespace(_tf_name="tf.types", experimental=_Namespace(
+    _tf_name="tf.types.experimental", **vars(_extras.types_experimental)))
+random.Generator = _extras.Generator
+random.stateless_normal, random.stateless_uniform = (_extras.stateless_normal,
+                                                      _extras.stateless_uniform)
 
 for _sub in ("math", "linalg", "random", "errors", "autodiff", "data", "signal", "image",
              "debugging", "summary"):

@@ -69,8 +69,10 @@ class Dataset:
         """One element per index of the leading axis of every leaf of ``tensors`` (a Tensor,
         array, list, or a tuple or dict of them): shapes ``(n, ...)`` give ``n`` elements of
         shapes ``(...)``. Raises ``ValueError`` if the leaves' leading sizes differ or a leaf
-        is a scalar."""
-        tensors = _map(lambda x: tg.convert_to_tensor(x), tensors)
+        is a scalar. A list is one tensor, as in TensorFlow (``from_tensor_slices([1, 2, 3])``
+        gives three scalars); tuples and dicts are structures."""
+        tensors = tg.tree_util.tree_map(tg.convert_to_tensor, tensors,
+                                        is_leaf=lambda x: isinstance(x, list))
         sizes = {int(x.shape[0]) if x.ndim else None for x in _leaves(tensors)}
         if None in sizes or len(sizes) != 1:
             shapes = [tuple(x.shape) for x in _leaves(tensors)]
