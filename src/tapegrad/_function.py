@@ -712,18 +712,18 @@ class _Program:
         self.donated = tuple(k for k, v in enumerate(self.variables) if id(v) in changed)
         self.compiled = jax.jit(program, donate_argnums=self.donated)
         self.in_x64 = config.x64_caller(jax)
-        self._make_calldef()
-
-    def _make_calldef(self):
-        replay = self._replay_function()
-        names = [*[f"args[{i}]" for i in range(len(self.dynamic))],
-                 *_registry.variable_names(self.variables)]
         # which recorded inputs (dynamic arguments, then used Variables) each output depends on:
         # an input no floating output depends on gets a None gradient, as in TensorFlow
         where = {len(candidates) + j: j for j in range(len(self.dynamic))}
         where.update({k: len(self.dynamic) + i for i, k in enumerate(self.used)})
-        deps = tuple(frozenset(where[k] for k in d if k in where)
-                     for d in _dependence(closed.jaxpr)[:self.n_out])
+        self.deps = tuple(frozenset(where[k] for k in d if k in where)
+                          for d in _dependence(closed.jaxpr)[:self.n_out])
+        self._make_calldef()
+
+    def _make_calldef(self):
+        replay, deps = self._replay_function(), self.deps
+        names = [*[f"args[{i}]" for i in range(len(self.dynamic))],
+                 *_registry.variable_names(self.variables)]
         self.calldef = _registry.CallDef(f"Function:{self.name}", names,
                                          _vjp_gradient(replay, deps),
                                          jvp=_jvp_rule(replay, deps), replay=replay, function=replay,

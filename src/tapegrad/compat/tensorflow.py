@@ -32,7 +32,7 @@ from tapegrad import (GradientTape, Module, RegisterGradient, Tensor,  # noqa: F
                       UnconnectedGradients, cond, foldl, foldr, map_fn, scan, switch_case,
                       while_loop, abs, acos, acosh, add, asin, asinh, atan, atan2,
                       atanh, broadcast_to, clip_by_global_norm, clip_by_norm, clip_by_value, cos,
-                      cosh, custom_gradient, divide, einsum, equal, exp, float16, float32,
+                      cosh, custom_gradient, einsum, equal, exp, float16, float32,
                       float64, floor, gradient_override_map, greater, greater_equal, identity,
                       int32, int64, less, less_equal, log, logical_and, logical_not, logical_or,
                       maximum, minimum, multiply, name_scope, nn, no_gradient,
@@ -393,7 +393,6 @@ def where(condition, x=None, y=None, name=None):
 
 
 # --- manipulation and math -------------------------------------------------------------------
-cast = _tg.astype
 expand_dims = _tg.expand_dims
 negative, sigmoid = _tg.negative, _tg.nn.sigmoid
 function, TensorSpec, config = _tg.function, _tg.TensorSpec, _tg.config
@@ -830,7 +829,6 @@ debugging = types.SimpleNamespace(**{n: getattr(_tf_debugging, n)
                                      for n in _tf_debugging.__all__})
 summary = types.SimpleNamespace(**{n: getattr(_tf_summary, n) for n in _tf_summary.__all__})
 assert_equal, assert_rank = debugging.assert_equal, debugging.assert_rank
-distribute = _tg.distribute  # MirroredStrategy, get_strategy, ReduceOp
 
 
 # --- names TensorFlow's guides use (tapegrad.compat.tf_extras) --------------------------------
