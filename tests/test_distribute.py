@@ -212,16 +212,22 @@ import sys; print(found, file=sys.stderr)
 '''
 
 
-@pytest.fixture(scope="module")
-def found():
+def _run_script(script):
+    """Run ``script`` on 4 host devices (also where a GPU is present) in a subprocess; the
+    JSON after its last ``RESULT `` line."""
     env = {k: v for k, v in os.environ.items() if k != "TAPEGRAD_ARRAY_BACKEND"}
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4")
-    env["JAX_PLATFORMS"] = "cpu"  # the 4 devices are host devices, also where a GPU is present
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(_SCRIPT)], capture_output=True,
+    env["JAX_PLATFORMS"] = "cpu"
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True,
                           text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-4000:]
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
     return json.loads(line[len("RESULT "):])
+
+
+@pytest.fixture(scope="module")
+def found():
+    return _run_script(_SCRIPT)
 
 
 def test_four_devices_give_one_devices_variables_float64(found):
@@ -624,17 +630,6 @@ found["embedding_moved"] = float(np.max(np.abs(
     train_embedding(4) - np.random.default_rng(2).normal(size=(10, 3)))))
 print("RESULT " + json.dumps(found))
 '''
-
-
-def _run_script(script):
-    env = {k: v for k, v in os.environ.items() if k != "TAPEGRAD_ARRAY_BACKEND"}
-    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=4")
-    env["JAX_PLATFORMS"] = "cpu"
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], capture_output=True,
-                          text=True, timeout=600, env=env)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
-    return json.loads(line[len("RESULT "):])
 
 
 @pytest.fixture(scope="module")
