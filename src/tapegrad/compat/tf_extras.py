@@ -14,18 +14,12 @@ import numpy as np
 
 import tapegrad as tg
 
+from . import tensorflow as _tf  # imported at its end: its names are defined
+
 __all__ = ["meshgrid", "cast", "Generator", "stateless_normal", "stateless_uniform", "dtypes",
            "init_scope", "types_experimental", "check_not_string"]
 
 _f32 = tg.float32
-
-
-def _tensor(x):
-    """``x`` as a Tensor, Python floats as float32 (TensorFlow's default); a Variable is read."""
-    if isinstance(x, tg.Tensor):
-        return tg.convert_to_tensor(x)
-    plain = not hasattr(x, "dtype") and np.asarray(x).dtype.kind == "f"
-    return tg.convert_to_tensor(x, dtype=_f32 if plain else None)
 
 
 def meshgrid(*args, indexing="xy", name=None):
@@ -35,13 +29,13 @@ def meshgrid(*args, indexing="xy", name=None):
     those of ``tg.meshgrid`` (broadcasts). Raises ``ValueError`` for another ``indexing``."""
     if indexing not in ("xy", "ij"):
         raise ValueError(f"tf.meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
-    return list(tg.meshgrid(*[_tensor(a) for a in args], indexing=indexing))
+    return list(tg.meshgrid(*[_tf.convert_to_tensor(a) for a in args], indexing=indexing))
 
 
 def cast(x, dtype, name=None):
     """``tf.cast(x, dtype)``: ``x`` (a Tensor, array or Python value) as ``dtype``; ``dtype`` may
     be given by keyword, as TensorFlow's guides do. Gradient: that of ``tg.astype``."""
-    return tg.astype(_tensor(x), dtype)
+    return tg.astype(_tf.convert_to_tensor(x), dtype)
 
 
 class Generator(tg.random.Generator):
