@@ -341,6 +341,7 @@ cast = _tg.astype
 expand_dims = _tg.expand_dims
 negative, sigmoid = _tg.negative, _tg.nn.sigmoid
 function, TensorSpec, config = _tg.function, _tg.TensorSpec, _tg.config
+autograph = _tg.autograph  # tf.autograph: experimental.do_not_convert, set_loop_options, to_code
 
 math = types.SimpleNamespace(
     abs=_tg.abs, add=_tg.add, subtract=_tg.subtract, multiply=_tg.multiply,
@@ -733,8 +734,7 @@ def print(*inputs, output_stream=None, sep=" ", end="\n", summarize=3, name=None
         emit(*values)
 
 
-_CLOSEST = {"TensorArray": "tg.stack of a list",
-            "summary": "none", "autograph": "none (write tg.cond / tg.while_loop)"}
+_CLOSEST = {"TensorArray": "tg.stack of a list", "summary": "none"}
 
 
 def _missing(where, name):
