@@ -2,6 +2,7 @@
 return on tensors become tg.cond / tg.while_loop, Python values stay Python; the examples of
 TensorFlow's tf.function guide (site/en/guide/function.ipynb, "AutoGraph transformations");
 gradients through converted code against the eager Python function; errors naming the line."""
+import functools
 import inspect
 import os
 
@@ -287,6 +288,29 @@ def test_a_method_of_a_module():
     assert np.allclose(clip(tg.constant([0.5, 0.25])).numpy(), [0.5, 0.25])
 
 
+def test_callable_objects_and_partials_are_converted():
+    class Relu(tg.Module):
+        def __call__(self, x, scale):
+            if tg.sum(x) < 0:
+                x = x * 0.0
+            return x * scale
+
+    relu = Relu()
+
+    @tg.function
+    def f(x, scale):  # a call of the object inside a converted function
+        return relu(x, scale)
+
+    assert np.allclose(f(tg.constant([-1.0]), 2.0).numpy(), [0.0])
+    assert np.allclose(f(tg.constant([3.0]), 2.0).numpy(), [6.0])
+
+    def g(x):  # calls of a partial of the object, inside a converted function
+        return functools.partial(relu, scale=1.0)(x)
+
+    assert np.allclose(tg.function(g)(tg.constant([-1.0])).numpy(), [0.0])
+    assert np.allclose(tg.function(g)(tg.constant([2.0])).numpy(), [2.0])
+
+
 # --- gradients --------------------------------------------------------------------------------------
 def _model(x, w):
     y = x
@@ -352,8 +376,9 @@ def test_reverse_mode_through_a_while_loop_needs_set_loop_options():
         tape.watch(x)
         y = tg.function(power)(x, tg.constant(3))
     with pytest.raises(ValueError, match=rf"while loop at .*{HERE}:{_line(power, 'while')} "
-                       r"\(AutoGraph; bound its iterations with tg.autograph.experimental"
-                       r".set_loop_options\(maximum_iterations=n\)"):
+                       r"\(AutoGraph; bound its iterations with set_loop_options\("
+                       r"maximum_iterations=n\) of tg.autograph.experimental, or "
+                       "tf.autograph.experimental"):
         tape.gradient(y, x)
     with tg.GradientTape() as tape:
         tape.watch(x)

@@ -287,9 +287,10 @@ def range_(fn, *args, **kwargs):
 
 
 def call(f):
-    """``f`` converted when it is a plain Python function (or a method of one) of user code
-    (not tapegrad's, NumPy's, JAX's, the standard library's or an installed package's, not a
-    lambda, generator or coroutine, not marked :func:`do_not_convert`); ``f`` otherwise."""
+    """``f`` converted when it is a plain Python function (or a method, ``functools.partial``
+    or callable object whose ``__call__`` is one) of user code (not tapegrad's, NumPy's, JAX's,
+    the standard library's or an installed package's, not a lambda, generator or coroutine,
+    not marked :func:`do_not_convert`); ``f`` otherwise."""
     kind = type(f)
     if kind is types.FunctionType:
         entry = _cache.get(f.__code__, _MISSING)
@@ -309,6 +310,13 @@ def call(f):
     if kind is types.MethodType:
         fn = call(f.__func__)
         return f if fn is f.__func__ else types.MethodType(fn, f.__self__)
+    if kind is functools.partial:
+        fn = call(f.func)
+        return f if fn is f.func else functools.partial(fn, *f.args, **f.keywords)
+    method = getattr(kind, "__call__", None)  # a callable object (a tg.Module): its __call__
+    if type(method) is types.FunctionType and not isinstance(f, type):
+        fn = call(method)
+        return f if fn is method else types.MethodType(fn, f)
     return f
 
 
@@ -464,7 +472,8 @@ def _loop(kind, site, test, body, values, names, opts, bound):
     variable that entered as a Python number and needs a wider dtype)."""
     maximum = (opts or {}).get("maximum_iterations", bound)
     place = (f"the {kind} loop at {site} (AutoGraph; bound its iterations with "
-             "tg.autograph.experimental.set_loop_options(maximum_iterations=n) as the first "
+             "set_loop_options(maximum_iterations=n) of tg.autograph.experimental, or "
+             "tf.autograph.experimental under tapegrad.compat.tensorflow, as the first "
              "statement of its body)")
     dtypes = {}
     for _ in range(len(values) + 1):
