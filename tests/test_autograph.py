@@ -245,8 +245,9 @@ def test_python_number_loop_variables_take_the_bodys_dtype():
             s = s + x
         return s
 
-    got = f(tg.constant(1.5, dtype=tg.float64), tg.constant(4))
-    assert got.dtype == tg.float64 and float(got) == 6.0
+    for dtype in (tg.float64, tg.float32):
+        got = f(tg.constant(1.5, dtype=dtype), tg.constant(4))
+        assert got.dtype == dtype and float(got) == 6.0
 
 
 def test_nested_user_functions_are_converted_and_do_not_convert_is_respected():
@@ -311,7 +312,7 @@ def test_callable_objects_and_partials_are_converted():
     assert np.allclose(tg.function(g)(tg.constant([2.0])).numpy(), [2.0])
 
 
-# --- gradients --------------------------------------------------------------------------------------
+# --- gradients ------------------------------------------------------------------------------------
 def _model(x, w):
     y = x
     for i in tg.arange(4):

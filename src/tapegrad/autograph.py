@@ -266,10 +266,13 @@ def range_(fn, *args, **kwargs):
     """``fn(*args, **kwargs)`` for the iterable of a ``for`` loop: a :class:`_Range` when
     ``fn`` is tapegrad's ``arange``/``range`` (``tf.range``) inside a trace, or Python's
     ``range`` given a tensor inside a trace; ``fn``'s result otherwise."""
-    tensor_range = (getattr(fn, "__name__", None) in ("range", "arange")
-                    and str(getattr(fn, "__module__", "")).startswith("tapegrad"))
-    if not ((fn is builtins.range or tensor_range) and _cf._compiled(list(args) + list(
-            kwargs.values()))) or (fn is builtins.range and not any(map(_symbolic, args))):
+    if fn is builtins.range:
+        converted = any(map(_symbolic, args))
+    else:
+        converted = (getattr(fn, "__name__", None) in ("range", "arange")
+                     and str(getattr(fn, "__module__", "")).startswith("tapegrad")
+                     and _cf._compiled([*args, *kwargs.values()]))
+    if not converted:
         return fn(*args, **kwargs)
     dtype = kwargs.pop("dtype", None)
     start = kwargs.pop("start", args[0] if args else 0)
@@ -326,7 +329,7 @@ _cache = {}  # code object -> (converted code, the cell holding this module) or 
 
 
 def _number(x) -> bool:
-    return isinstance(x, (bool, int, float, np.bool_, np.number))
+    return isinstance(x, (bool, int, float, complex, np.bool_, np.number))
 
 
 def _predicate(cond, what, site):
@@ -408,8 +411,8 @@ class _Widen(Exception):
         self.k, self.dtype = k, dtype
 
 
-_DEFAULTS = {"b": np.dtype(bool), "i": np.dtype(np.int32), "u": np.dtype(np.int32),
-             "f": np.dtype(np.float32), "c": np.dtype(np.complex64)}
+_DEFAULTS = {bool: np.dtype(bool), int: np.dtype(np.int32), float: np.dtype(np.float32),
+             complex: np.dtype(np.complex64)}  # TensorFlow's, for Python numbers
 
 
 def _entry(values, names, site, kind, dtypes):
@@ -428,8 +431,7 @@ def _entry(values, names, site, kind, dtypes):
                 "condition is a tensor, so AutoGraph makes it a tg.while_loop, which carries "
                 f"'{name}' from one iteration to the next (TensorFlow's rule)")
         if _number(v):
-            out.append(convert_to_tensor(v, dtype=dtypes.get(k) or _DEFAULTS.get(
-                np.asarray(v).dtype.kind)))
+            out.append(convert_to_tensor(v, dtype=dtypes.get(k) or _DEFAULTS.get(type(v))))
         elif isinstance(v, Tensor) or hasattr(v, "dtype"):
             out.append(convert_to_tensor(v))
         else:
@@ -440,7 +442,7 @@ def _entry(values, names, site, kind, dtypes):
     return tuple(out)
 
 
-def _exit(outs, ins, values, names, site, kind):
+def _exit(outs, ins, values, names, site, kind, dtypes):
     """The body's results checked against the loop variables (a Python number takes its
     variable's dtype): ``TypeError`` naming the variable for a change of shape or dtype."""
     result = []
@@ -450,8 +452,8 @@ def _exit(outs, ins, values, names, site, kind):
                             f"of this {kind} loop, whose condition is a tensor")
         o = convert_to_tensor(o, dtype=t.dtype) if _number(o) else convert_to_tensor(o)
         (s0, d0), (s1, d1) = _cf._spec(t), _cf._spec(o)
-        if d0 != d1 and s0 == s1 and _number(v) and np.result_type(d0, d1) == d1:
-            raise _Widen(k, d1)
+        if d0 != d1 and s0 == s1 and _number(v) and k not in dtypes:
+            raise _Widen(k, d1)  # entered as a Python number: take the body's dtype
         if d0 != d1:
             raise TypeError(
                 f"{site}: '{name}' has dtype {d0} before the {kind} loop, but dtype {d1} after "
@@ -480,8 +482,8 @@ def _loop(kind, site, test, body, values, names, opts, bound):
         init = _entry(values, names, site, kind, dtypes)
         try:
             return _cf._while(place, lambda v: test(*v),
-                              lambda v: _exit(body(*v), v, values, names, site, kind), init,
-                              maximum, "loop_vars")
+                              lambda v: _exit(body(*v), v, values, names, site, kind, dtypes),
+                              init, maximum, "loop_vars")
         except _Widen as w:
             dtypes[w.k] = w.dtype
     raise AssertionError("unreachable")
