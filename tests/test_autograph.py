@@ -82,6 +82,20 @@ def test_early_return_and_boolean_operators_on_tensors():
     assert f.experimental_get_tracing_count() == 1
 
 
+def test_intro_to_graphs_simple_relu():
+    def simple_relu(x):  # site/en/guide/intro_to_graphs.ipynb
+        if tf.greater(x, 0):
+            return x
+        else:
+            return 0
+
+    tf_simple_relu = tf.function(simple_relu)
+    assert int(tf_simple_relu(tf.constant(1))) == 1
+    got = tf_simple_relu(tf.constant(-1))
+    assert int(got) == 0 and got.dtype == tf.int32  # the Python 0 takes the other branch's dtype
+    assert "ag__.if_stmt" in tf.autograph.to_code(simple_relu)
+
+
 def test_conditional_expression_on_a_tensor():
     @tg.function
     def f(x):
