@@ -12,6 +12,9 @@ AutoGraph on and off alternating, in the same process:
 * trace: the time ``tg.function`` spends tracing (``_Program``'s construction:
   ``jax.make_jaxpr`` of the function), on vs off, and their ratio (target: <= 1.20);
 * first call: the whole first call (trace, XLA compile, run), on vs off, and their ratio;
+* Python calls per trace: the function calls (Python and builtin) made while tracing,
+  counted with ``sys.setprofile``, on vs off: a measure of the work AutoGraph adds that does
+  not depend on the machine's load (the times above do, on a shared machine);
 * conversion: ``tg.autograph.convert`` of the function with an empty cache (what the very
   first ``tg.function`` of it pays once; later ones find the converted code object cached).
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import gc
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -85,6 +89,28 @@ def main():
             rows[on][1].append(time.perf_counter() - t0)
             rows[on][0].append(spent[-1])
             assert np.isclose(got, want), (got, want)
+    calls = {}
+    for on in (True, False):
+        f = tg.function(model, autograph=on)
+        count = [0]
+
+        def profile(frame, event, arg):
+            if event in ("call", "c_call"):
+                count[0] += 1
+
+        init = _function._Program.__init__
+
+        def counted(self, *args, **kwargs):
+            sys.setprofile(profile)
+            try:
+                init(self, *args, **kwargs)
+            finally:
+                sys.setprofile(None)
+
+        _function._Program.__init__ = counted
+        f(x, w)
+        _function._Program.__init__ = init
+        calls[on] = count[0]
     cold = []
     for _ in range(repeat):
         autograph._cache.clear()
@@ -97,6 +123,8 @@ def main():
     for k, name in enumerate(("trace (make_jaxpr)", "first call (trace+compile)")):
         on, off = med[True][k], med[False][k]
         print(f"{name:<28}{on * 1e3:>11.2f} ms{off * 1e3:>9.2f} ms{on / off:>8.2f}")
+    print(f"{'Python calls per trace':<28}{calls[True]:>14}{calls[False]:>12}"
+          f"{calls[True] / calls[False]:>8.3f}")
     print(f"{'conversion, cold cache':<28}{statistics.median(cold) * 1e3:>11.2f} ms")
 
 
