@@ -529,3 +529,22 @@ def test_tracebacks_point_at_the_users_lines():
     frames = [(os.path.basename(fr.filename), fr.lineno)
               for fr in __import__("traceback").extract_tb(info.value.__traceback__)]
     assert (HERE, _line(f, "x + tg.ones")) in frames
+
+
+def test_tuples_of_tensors_as_branch_outputs_and_loop_variables():
+    @tg.function
+    def f(x, n):
+        state = (x, tg.zeros_like(x))
+        for i in tg.arange(n):
+            h, c = state
+            state = (h * 0.5, c + h)
+        if tg.sum(state[1]) > 10.0:
+            pair = (state[1], 1)
+        else:
+            pair = (-state[1], 2)
+        return pair
+
+    (c, k) = f(tg.constant([4.0]), tg.constant(3))
+    assert np.allclose(c.numpy(), [-7.0]) and int(k) == 2
+    (c, k) = f(tg.constant([8.0]), tg.constant(3))
+    assert np.allclose(c.numpy(), [14.0]) and int(k) == 1

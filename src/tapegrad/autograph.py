@@ -37,6 +37,7 @@ import warnings
 import numpy as np
 
 from . import control_flow as _cf
+from ._pytree import show, tree_flatten, tree_unflatten
 from ._tensor import Tensor
 from .ops import astype, convert_to_tensor, logical_and, logical_not, logical_or, where
 
@@ -184,10 +185,8 @@ def if_stmt(cond, if_true, if_false, values, names, site):
                 if isinstance(o, Undefined):
                     kinds.append(("undefined", None))
                     outs.append(())
-                elif isinstance(o, Tensor) or _number(o) or hasattr(o, "dtype"):
-                    t = convert_to_tensor(o, dtype=casts.get(k)) if _number(o) else o
-                    t = convert_to_tensor(t)
-                    kinds.append(("number" if _number(o) else "tensor", _cf._spec(t)))
+                elif (t := _as_tensors(o, casts.get(k))) is not None:
+                    kinds.append(("number" if _number(o) else "tensor", _signature(t)))
                     outs.append(t)
                 else:
                     kinds.append(("static", o))
@@ -332,6 +331,30 @@ def _number(x) -> bool:
     return isinstance(x, (bool, int, float, complex, np.bool_, np.number))
 
 
+def _tensor_like(x) -> bool:
+    return isinstance(x, Tensor) or _number(x) or hasattr(x, "dtype")
+
+
+def _as_tensors(value, dtype=None):
+    """``value`` (a Tensor, number or array, or a tuple, list or dict of them) with Tensors for
+    leaves: a Python number as ``dtype`` or TensorFlow's dtype for it (int32, float32); None
+    when a leaf is something else or there is none."""
+    leaves, structure = tree_flatten(value)
+    if not leaves or not all(map(_tensor_like, leaves)):
+        return None
+    return tree_unflatten(structure, [
+        convert_to_tensor(x, dtype=dtype or _DEFAULTS.get(type(x))) if _number(x)
+        else convert_to_tensor(x) for x in leaves])
+
+
+def _signature(value):
+    """A Tensor's ``(shape, dtype)``; a structure's ``(structure, its leaves' specs)``."""
+    if isinstance(value, Tensor):
+        return _cf._spec(value)
+    leaves, structure = tree_flatten(value)
+    return show(structure), tuple(_cf._spec(x) for x in leaves)
+
+
 def _predicate(cond, what, site):
     """``cond`` checked to be a 0-d bool tensor (``tg.cond``'s predicate)."""
     shape, dtype = _cf._spec(cond)
@@ -358,8 +381,11 @@ def _branch_casts(seen, casts) -> bool:
 
 
 def _describe(kind):
-    return (f"a tensor of shape {kind[1][0]} and dtype {kind[1][1]}"
-            if kind[0] in ("number", "tensor") else f"a Python {type(kind[1]).__name__}")
+    if kind[0] not in ("number", "tensor"):
+        return f"a Python {type(kind[1]).__name__}"
+    if isinstance(kind[1][0], str):
+        return f"{kind[1][0]} of tensors of (shape, dtype) {list(kind[1][1])}"
+    return f"a tensor of shape {kind[1][0]} and dtype {kind[1][1]}"
 
 
 def _branch_error(seen, names, site):
@@ -379,7 +405,7 @@ def _branch_error(seen, names, site):
                 f"{site}: '{name}' must also be initialized in the {missing} branch: the `if` "
                 f"condition is a tensor, so the branches become a tg.cond, after which "
                 f"'{name}' is used, and both must give it (TensorFlow's rule)")
-        if "static" in (a[0], b[0]) and not (a[0] == b[0] == "static" and a[1] is b[1]):
+        if "static" in (a[0], b[0]) and not (a[0] == b[0] == "static" and _same(a[1], b[1])):
             if a[0] == "undefined":
                 continue
             return TypeError(
@@ -393,6 +419,11 @@ def _branch_error(seen, names, site):
                 "tg.cond and must give it the same shape and dtype (TensorFlow's rule): cast "
                 "or reshape one of them")
     return None
+
+
+def _same(a, b) -> bool:
+    """Whether two Python values a tensor ``if``'s branches give are the same one."""
+    return a is b or (type(a) is type(b) and isinstance(a, (str, bytes)) and a == b)
 
 
 def _branch_value(out, a, b, name):
@@ -430,10 +461,9 @@ def _entry(values, names, site, kind, dtypes):
                 f"{site}: '{name}' must be defined before the loop: the {kind} loop's "
                 "condition is a tensor, so AutoGraph makes it a tg.while_loop, which carries "
                 f"'{name}' from one iteration to the next (TensorFlow's rule)")
-        if _number(v):
-            out.append(convert_to_tensor(v, dtype=dtypes.get(k) or _DEFAULTS.get(type(v))))
-        elif isinstance(v, Tensor) or hasattr(v, "dtype"):
-            out.append(convert_to_tensor(v))
+        t = _as_tensors(v, dtypes.get(k))
+        if t is not None:
+            out.append(t)
         else:
             raise TypeError(
                 f"{site}: '{name}' is a Python {type(v).__name__}, assigned in this {kind} "
@@ -450,23 +480,36 @@ def _exit(outs, ins, values, names, site, kind, dtypes):
         if isinstance(o, Undefined):
             raise TypeError(f"{site}: '{name}' is not assigned on every path through the body "
                             f"of this {kind} loop, whose condition is a tensor")
-        o = convert_to_tensor(o, dtype=t.dtype) if _number(o) else convert_to_tensor(o)
-        (s0, d0), (s1, d1) = _cf._spec(t), _cf._spec(o)
-        if d0 != d1 and s0 == s1 and _number(v) and k not in dtypes:
-            raise _Widen(k, d1)  # entered as a Python number: take the body's dtype
-        if d0 != d1:
+        (o_leaves, o_tree), (t_leaves, t_tree) = tree_flatten(o), tree_flatten(t)
+        if o_tree != t_tree:
             raise TypeError(
-                f"{site}: '{name}' has dtype {d0} before the {kind} loop, but dtype {d1} after "
-                "one iteration; the loop's condition is a tensor (a tg.while_loop), whose "
-                "variables keep their dtype (TensorFlow's rule): cast it before the loop")
-        if s0 != s1:
-            raise TypeError(
-                f"{site}: '{name}' has shape {s0} before the {kind} loop, but shape {s1} after "
-                "one iteration; the loop's condition is a tensor (a tg.while_loop), whose "
-                "variables keep their shape (TensorFlow's rule; tapegrad has no "
-                "shape_invariants): pad it to a fixed shape")
-        result.append(o)
+                f"{site}: '{name}' is {show(t_tree)} before the {kind} loop, but "
+                f"{show(o_tree)} after one iteration; the loop's condition is a tensor (a "
+                "tg.while_loop), whose variables keep their structure (TensorFlow's rule)")
+        new = [convert_to_tensor(a, dtype=b.dtype) if _number(a) else convert_to_tensor(a)
+               for a, b in zip(o_leaves, t_leaves)]
+        for a, b in zip(new, t_leaves):
+            _check_leaf(a, b, k, v, name, site, kind, dtypes)
+        result.append(tree_unflatten(o_tree, new))
     return tuple(result)
+
+
+def _check_leaf(o, t, k, v, name, site, kind, dtypes):
+    """``TypeError`` (or ``_Widen``) when a loop variable's leaf changed shape or dtype."""
+    (s0, d0), (s1, d1) = _cf._spec(t), _cf._spec(o)
+    if d0 != d1 and s0 == s1 and _number(v) and k not in dtypes:
+        raise _Widen(k, d1)  # entered as a Python number: take the body's dtype
+    if d0 != d1:
+        raise TypeError(
+            f"{site}: '{name}' has dtype {d0} before the {kind} loop, but dtype {d1} after "
+            "one iteration; the loop's condition is a tensor (a tg.while_loop), whose "
+            "variables keep their dtype (TensorFlow's rule): cast it before the loop")
+    if s0 != s1:
+        raise TypeError(
+            f"{site}: '{name}' has shape {s0} before the {kind} loop, but shape {s1} after "
+            "one iteration; the loop's condition is a tensor (a tg.while_loop), whose "
+            "variables keep their shape (TensorFlow's rule; tapegrad has no "
+            "shape_invariants): pad it to a fixed shape")
 
 
 def _loop(kind, site, test, body, values, names, opts, bound):
