@@ -548,3 +548,18 @@ def test_tuples_of_tensors_as_branch_outputs_and_loop_variables():
     assert np.allclose(c.numpy(), [-7.0]) and int(k) == 2
     (c, k) = f(tg.constant([8.0]), tg.constant(3))
     assert np.allclose(c.numpy(), [14.0]) and int(k) == 1
+
+
+def test_bad_autograph_arguments():
+    with pytest.raises(TypeError, match="do_not_convert: expected a function, got int"):
+        tg.autograph.experimental.do_not_convert(3)
+
+    def f(n):
+        i = 0
+        while i < n:
+            tg.autograph.experimental.set_loop_options(maximum_iteration=3)
+            i += 1
+        return i
+
+    with pytest.raises(TypeError, match="unexpected keyword argument 'maximum_iteration'"):
+        tg.function(f)(tg.constant(2))

@@ -879,8 +879,7 @@ class _Converter(ast.NodeTransformer):
         if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Call)
                 and getattr(first.value.func, "attr", getattr(first.value.func, "id", None))
                 == "set_loop_options"):
-            s._ag_opts = first.value.keywords
-            body = body[1:] or [ast.Pass()]
+            s._ag_opts = first.value.keywords  # the call stays: it checks its keywords
         own, ret = _jumps(body)
         brk = self._new("brk") if ast.Break in own else None
         cont = self._new("cont") if ast.Continue in own else None
