@@ -563,3 +563,26 @@ def test_bad_autograph_arguments():
 
     with pytest.raises(TypeError, match="unexpected keyword argument 'maximum_iteration'"):
         tg.function(f)(tg.constant(2))
+
+
+def test_returning_a_variable_assigned_on_another_path_raises():
+    @tg.function
+    def f(x, flag):
+        if flag:  # Python: only the branch taken runs
+            y = x
+        return y
+
+    @tg.function
+    def g(x, flag):
+        for _ in range(2):
+            if flag:
+                z = x
+        if flag:
+            return z
+        return z
+
+    assert float(f(tg.constant(2.0), True)) == 2.0
+    for h in (f, g):
+        with pytest.raises(NameError, match="'y' is used before it is assigned" if h is f
+                           else "'z' is used before it is assigned"):
+            h(tg.constant(2.0), False)

@@ -138,6 +138,14 @@ def ret(value):
     return None if isinstance(value, Undefined) else value
 
 
+def ld(value):
+    """``value`` as a ``return`` reads it: ``NameError`` for a variable not assigned on the
+    path taken (as Python's ``UnboundLocalError``)."""
+    if isinstance(value, Undefined):
+        raise NameError(_unassigned(value.name))
+    return value
+
+
 def _symbolic(x) -> bool:
     """Whether ``x`` is a tensor inside a trace (TensorFlow's rule for converting)."""
     return isinstance(x, Tensor) and _cf._compiled([x])
@@ -830,7 +838,7 @@ class _Converter(ast.NodeTransformer):
                 out.append(ast.copy_location(_assign(ctx["cont"], ast.Constant(True)), s))
                 return out
             if isinstance(s, ast.Return) and ctx["ret"]:
-                value = s.value or ast.Constant(None)
+                value = _loaded(s.value) if s.value else ast.Constant(None)
                 out += [ast.copy_location(_assign("ag__retval", value), s),
                         ast.copy_location(_assign("ag__do_return", ast.Constant(True)), s)]
                 return out
@@ -1001,6 +1009,12 @@ class _Converter(ast.NodeTransformer):
         return [*self._prelude(names, node), *defs,
                 self._call_stmt("for_stmt", [it, extra, _name(b)], names, node)]
 
+    def visit_Return(self, node):
+        node = self.generic_visit(node)
+        if node.value is not None:
+            node.value = _loaded(node.value)
+        return node
+
     def visit_BoolOp(self, node):
         values = [self.visit(v) for v in node.values]
         helper = "and_" if isinstance(node.op, ast.And) else "or_"
@@ -1037,6 +1051,13 @@ class _Converter(ast.NodeTransformer):
 
     visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = _unchanged
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _unchanged
+
+
+def _loaded(expr):
+    """``ag__.ld(name)`` for a returned name (an unassigned one raises), else ``expr``."""
+    if isinstance(expr, ast.Name) and not expr.id.startswith("ag__"):
+        return ast.copy_location(ast.Call(func=_ag("ld"), args=[expr], keywords=[]), expr)
+    return expr
 
 
 def _lambda(expr):
