@@ -551,6 +551,8 @@ def test_tuples_of_tensors_as_branch_outputs_and_loop_variables():
 
 
 def test_bad_autograph_arguments():
+    with pytest.raises(TypeError, match="tg.function: autograph must be True or False, got 'no'"):
+        tg.function(lambda x: x, autograph="no")
     with pytest.raises(TypeError, match="do_not_convert: expected a function, got int"):
         tg.autograph.experimental.do_not_convert(3)
 

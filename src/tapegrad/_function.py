@@ -163,6 +163,8 @@ class Function:
         if jit_compile not in (None, True, False):
             raise TypeError(f"tg.function: jit_compile must be True, False or None, got "
                             f"{jit_compile!r}")
+        if autograph not in (True, False):
+            raise TypeError(f"tg.function: autograph must be True or False, got {autograph!r}")
         functools.update_wrapper(self, func)
         self._func = func
         self._signature = None if input_signature is None else list(input_signature)
