@@ -589,7 +589,7 @@ def test_scanned_arrays_of_different_lengths_are_named():
 
 @_NOT_ON_STRICT
 def test_a_python_if_on_a_traced_tensor_points_to_control_flow():
-    @tg.function
+    @tg.function(autograph=False)  # AutoGraph (the default) makes it a tg.cond: test_autograph
     def f(x):
         if tg.sum(x) > 0:
             return x

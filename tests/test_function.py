@@ -371,7 +371,7 @@ def test_jit_compile_false_and_run_functions_eagerly_run_the_python_function(cap
 
 
 def test_a_python_branch_on_a_traced_value_names_the_line():
-    @tg.function
+    @tg.function(autograph=False)  # with AutoGraph (the default) it is a tg.cond: test_autograph
     def f(x):
         if tg.sum(x) > 0:
             return x

@@ -31,6 +31,7 @@ from . import _jacobian, _leaks, _once_differentiable  # noqa: E402,F401 - they 
 from . import control_flow as _control_flow
 from .control_flow import *  # noqa: F401,F403
 from . import lax  # noqa: E402
+from . import autograph  # noqa: E402
 from . import transforms as _transforms
 from .transforms import *  # noqa: F401,F403
 from ._function import Function, RetracingWarning, TensorSpec, function
@@ -66,7 +67,7 @@ __all__ = [
     "ForwardAccumulator",
     "RegisterJVP", "jvp", "jacfwd", "Module", "name_scope", "to_jax", "from_jax", "saved_model",
     "vmap", "vectorized_map", "tree_util", "checkpointing",
-    *_cg.__all__, *_control_flow.__all__, "lax",
+    *_cg.__all__, *_control_flow.__all__, "lax", "autograph",
     *_transforms.__all__,
     "float16", "float32", "float64", "complex64", "complex128", "int8", "int16", "int32",
     "int64", "uint8", "uint16", "uint32", "uint64", "bool", "e", "pi", "inf", "nan", "newaxis",

@@ -50,7 +50,7 @@ import warnings
 
 import numpy as np
 
-from . import _backend, _leaks, _records, _registry, _structural, config
+from . import _backend, _leaks, _records, _registry, _structural, autograph, config
 from ._records import record
 from ._tape import GradientTape, UnconnectedGradients
 from ._tensor import Tensor, _wrap
@@ -108,7 +108,8 @@ class TensorSpec:
         return f"TensorSpec(shape={self.shape}, dtype={self.dtype.name}, name={self.name!r})"
 
 
-def function(func=None, *, input_signature=None, jit_compile=None, reduce_retracing=False):
+def function(func=None, *, input_signature=None, jit_compile=None, reduce_retracing=False,
+             autograph=True):
     """Compile ``func`` with XLA: traced once per signature, then run as one program.
 
     Usable as ``@tg.function`` or ``@tg.function(jit_compile=True)`` (TensorFlow 2's names).
@@ -125,6 +126,10 @@ def function(func=None, *, input_signature=None, jit_compile=None, reduce_retrac
             ``None`` compiles when JAX is installed and otherwise runs eagerly, warning once.
         reduce_retracing: accepted for TensorFlow compatibility; every distinct signature is
             traced.
+        autograph: ``True`` (TensorFlow's default) converts Python ``if``/``while``/``for``
+            on tensors, with ``break``/``continue``/``return``, into ``tg.cond`` /
+            ``tg.while_loop`` before tracing (:mod:`tapegrad.autograph`); ``False`` traces the
+            function as written.
 
     As a method decorator (``@tg.function`` on a method of a class, e.g. a ``tg.Module``), the
     instance is static: not an input, not counted by ``input_signature``, each instance traced
@@ -138,26 +143,30 @@ def function(func=None, *, input_signature=None, jit_compile=None, reduce_retrac
     Returns a :class:`Function`. Calls raise ``ImportError`` if ``jit_compile=True`` and JAX is
     missing, ``TypeError`` for an unhashable Python argument, ``ValueError`` when a trace other
     than the first creates a Variable, and a ``TypeError`` naming the line when the function
-    needs the value of a traced tensor (a Python ``if`` on a tensor, ``float()``, ``.numpy()``)
+    needs the value of a traced tensor (``float()``, ``.numpy()``, an ``if`` on a tensor with
+    ``autograph=False``)
     or runs an op whose output shape depends on values (``nonzero``, ``unique_values``, boolean
     masks, or a NumPy forward run as a host callback whose output shape changes with its input
     values).
     """
     if func is None:
         return functools.partial(function, input_signature=input_signature,
-                                 jit_compile=jit_compile, reduce_retracing=reduce_retracing)
-    return Function(func, input_signature, jit_compile)
+                                 jit_compile=jit_compile, reduce_retracing=reduce_retracing,
+                                 autograph=autograph)
+    return Function(func, input_signature, jit_compile, autograph)
 
 
 class Function:
     """A compiled Python function (made by :func:`function`); call it like the function."""
 
-    def __init__(self, func, input_signature=None, jit_compile=None):
+    def __init__(self, func, input_signature=None, jit_compile=None, autograph=True):
         if not callable(func):
             raise TypeError(f"tg.function: expected a function, got {type(func).__name__}")
         if jit_compile not in (None, True, False):
             raise TypeError(f"tg.function: jit_compile must be True, False or None, got "
                             f"{jit_compile!r}")
+        if autograph not in (True, False):
+            raise TypeError(f"tg.function: autograph must be True or False, got {autograph!r}")
         functools.update_wrapper(self, func)
         self._func = func
         self._signature = None if input_signature is None else list(input_signature)
@@ -174,6 +183,14 @@ class Function:
         self._last_key = None  # the key (and leaf paths) of the last trace
         self._retrace_warned = False
         self._tensor_float_32 = config._tensor_float_32  # the setting its programs traced with
+        self._autograph = autograph
+        self._converted = None  # the function traced: converted by AutoGraph, once
+
+    def _traced(self):
+        """The Python function that traces run: ``autograph.convert`` of it, unless off."""
+        if self._converted is None:
+            self._converted = autograph.convert(self._func) if self._autograph else self._func
+        return self._converted
 
     def experimental_get_tracing_count(self) -> int:
         """The number of signatures traced so far (one per signature)."""
@@ -220,7 +237,8 @@ class Function:
         if config.tracing() or any(isinstance(_raw(x), jax.core.Tracer) for x in leaves):
             # called while another is traced (its Variables bound to tracers, even when the
             # arguments are concrete): inline
-            return self._func(instance, *args, **kwargs) if bound else self._func(*args, **kwargs)
+            func = self._traced()
+            return func(instance, *args, **kwargs) if bound else func(*args, **kwargs)
         program = self._programs.get(key)
         if program is not None and program.var_args and not program.traced_with(leaves):
             key, program = self._for_variables(key, program, leaves)
@@ -235,7 +253,8 @@ class Function:
                 program = self._programs.get(key)
                 if program is None:
                     retrace = key in self._retrace  # after a first call that created Variables
-                    func = functools.partial(self._func, instance) if bound else self._func
+                    func = (functools.partial(self._traced(), instance) if bound
+                            else self._traced())
                     program = _Program(self, func, treedef, leaves,
                                        first=self._traces == 0 and not retrace)
                     if not retrace:

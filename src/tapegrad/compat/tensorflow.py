@@ -396,6 +396,7 @@ def where(condition, x=None, y=None, name=None):
 expand_dims = _tg.expand_dims
 negative, sigmoid = _tg.negative, _tg.nn.sigmoid
 function, TensorSpec, config = _tg.function, _tg.TensorSpec, _tg.config
+autograph = _tg.autograph  # tf.autograph: experimental.do_not_convert, set_loop_options, to_code
 
 math = types.SimpleNamespace(
     abs=_tg.abs, add=_tg.add, subtract=_tg.subtract, multiply=_tg.multiply,
@@ -765,7 +766,10 @@ def print(*inputs, output_stream=None, sep=" ", end="\n", summarize=3, name=None
                         summarize=summarize)
 
 
-_CLOSEST = {"autograph": "none (write tg.cond / tg.while_loop)"}
+# missing names with no same-named tapegrad function: what to use instead
+_CLOSEST = {"strings": "none (tensors are numeric: keep text in Python or NumPy)",
+            "ragged": "a list of Tensors, or a padded Tensor with a mask (sequence_mask)",
+            "sparse": "tg.IndexedSlices for rows of a gradient; dense Tensors otherwise"}
 
 
 def _missing(where, name):
