@@ -368,7 +368,7 @@ def test_gradient_tape_inside_the_converted_function():
     assert np.allclose(float(grad(x, w)), float(want))
 
 
-def test_reverse_mode_through_a_while_loop_needs_set_loop_options():
+def test_reverse_mode_through_a_while_loop_and_set_loop_options_for_a_hessian():
     def power(x, n):
         y = x
         i = 0
@@ -387,19 +387,32 @@ def test_reverse_mode_through_a_while_loop_needs_set_loop_options():
         return y
 
     x = tg.constant(1.5)
+    # no bound: first order through the checkpointed loop (UNBOUNDED_WHILE_SLOTS), as TF
     with tg.GradientTape() as tape:
         tape.watch(x)
         y = tg.function(power)(x, tg.constant(3))
-    with pytest.raises(ValueError, match=rf"while loop at .*{HERE}:{_line(power, 'while')} "
-                       r"\(AutoGraph; bound its iterations with set_loop_options\("
-                       r"maximum_iterations=n\) of tg.autograph.experimental, or "
-                       "tf.autograph.experimental"):
-        tape.gradient(y, x)
-    with tg.GradientTape() as tape:
-        tape.watch(x)
-        y = tg.function(bounded)(x, tg.constant(3))
-    assert np.isclose(float(y), 1.5 ** 4)
     assert np.isclose(float(tape.gradient(y, x)), 4 * 1.5 ** 3)
+    # second order needs the bound; the message names the loop and set_loop_options
+    with tg.GradientTape() as outer:
+        outer.watch(x)
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = tg.function(power)(x, tg.constant(3))
+        g = tape.gradient(y, x)
+    with pytest.raises(ValueError, match=rf"while loop at .*{HERE}:{_line(power, 'while')} "
+                       r"\(AutoGraph; set_loop_options\(maximum_iterations=n\) as the "
+                       r"first statement of its body bounds it\).*first-order reverse "
+                       "mode only"):
+        outer.gradient(g, x)
+    with tg.GradientTape() as outer:
+        outer.watch(x)
+        with tg.GradientTape() as tape:
+            tape.watch(x)
+            y = tg.function(bounded)(x, tg.constant(3))
+        g = tape.gradient(y, x)
+    assert np.isclose(float(y), 1.5 ** 4)
+    assert np.isclose(float(g), 4 * 1.5 ** 3)
+    assert np.isclose(float(outer.gradient(g, x)), 12 * 1.5 ** 2)
 
 
 # --- errors ---------------------------------------------------------------------------------------

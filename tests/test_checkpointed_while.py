@@ -186,8 +186,9 @@ def test_compiled_checkpointed_loop_under_vmap_equals_each_example():
 def test_compiled_second_order_says_to_give_a_bound():
     _compiled()
     w = tg.constant(W)
-    with pytest.raises(ValueError, match=r"tg.while_loop: with checkpoints= and no "
-                                         r"maximum_iterations, a compiled while_loop has "
+    with pytest.raises(ValueError, match=r"tg.while_loop: a compiled while_loop without an "
+                                         r"int maximum_iterations is checkpointed \(checkpoints="
+                                         r"s, by default UNBOUNDED_WHILE_SLOTS\) and has "
                                          r"first-order reverse mode only"):
         tg.function(lambda x, n: tg.hessian(_loss(n, 3, w))(x))(tg.constant(X0),
                                                                  tg.constant(5))

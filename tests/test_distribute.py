@@ -345,6 +345,24 @@ def test_one_device_step_in_process():
     assert s.experimental_local_results(v)[0].tolist() == [4.0, 5.0]
 
 
+@pytest.mark.parametrize("per_replica", [True, False])
+def test_a_step_with_python_control_flow_on_tensors_is_converted_by_autograph(per_replica):
+    # strategy.run traced the step's Python function itself, without AutoGraph: a Python
+    # `if` on a tensor raised "needs the concrete value of a traced tensor"
+    s = tg.distribute.MirroredStrategy(devices=[0], per_replica=per_replica)
+
+    @tg.function
+    def step(x):
+        total = tg.sum(x)
+        if total > 0:
+            total = total * 10.0
+        return total
+
+    for x, want in ((np.ones((2, 1)), 20.0), (-np.ones((2, 1)), -2.0)):
+        (x,) = next(iter(s.experimental_distribute_dataset([(x,)])))
+        assert float(s.reduce("SUM", s.run(step, args=(x,)), axis=None)) == want
+
+
 def test_without_jax_the_strategy_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "jax", None)  # as if JAX were not installed
     with pytest.raises(ImportError, match=r'pip install "tapegrad\[jit\]"'):

@@ -113,3 +113,18 @@ def test_tg_print_inside_tg_function_mixes_traced_and_constant_tensors(capsys, r
     f(tg.constant(1.5))
     assert capsys.readouterr().out == "1.5 [5 6] [1 2]\n"
     assert not [w for w in recwarn if "array_api_strict dtype" in str(w.message)]
+
+
+def test_tg_print_of_strings_alone_prints_at_run_time_in_the_branch_taken(capsys):
+    # it printed once, when traced, in both branches (no Tensor argument, so no callback)
+    @tg.function
+    def f(x):
+        if x > 0:  # AutoGraph: a tg.cond
+            tg.print("positive", output_stream=sys.stdout)
+        else:
+            tg.print("not positive", output_stream=sys.stdout)
+        return x
+
+    for v in (1.0, -1.0, 2.0):
+        f(tg.constant(v))
+    assert capsys.readouterr().out.splitlines() == ["positive", "not positive", "positive"]

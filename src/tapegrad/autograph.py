@@ -524,10 +524,8 @@ def _loop(kind, site, test, body, values, names, opts, bound):
     """One ``tg.while_loop`` of ``test``/``body`` over ``values`` (retried once per loop
     variable that entered as a Python number and needs a wider dtype)."""
     maximum = (opts or {}).get("maximum_iterations", bound)
-    place = (f"the {kind} loop at {site} (AutoGraph; bound its iterations with "
-             "set_loop_options(maximum_iterations=n) of tg.autograph.experimental, or "
-             "tf.autograph.experimental under tapegrad.compat.tensorflow, as the first "
-             "statement of its body)")
+    place = (f"the {kind} loop at {site} (AutoGraph; set_loop_options(maximum_iterations=n) "
+             "as the first statement of its body bounds it)")
     dtypes = {}
     for _ in range(len(values) + 1):
         init = _entry(values, names, site, kind, dtypes)

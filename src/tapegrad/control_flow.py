@@ -1107,7 +1107,8 @@ def _while_vjp_online(found, body, again, loop_vars, captures, outs, kept, dys, 
     accumulator records this gradient."""
     if any(t._differentiates for t in _records.trace_entries()):
         raise ValueError(
-            f"{where}: with checkpoints= and no maximum_iterations, a compiled while_loop has "
+            f"{where}: a compiled while_loop without an int maximum_iterations is "
+            "checkpointed (checkpoints=s, by default UNBOUNDED_WHILE_SLOTS) and has "
             "first-order reverse mode only (its gradient is not recorded); for a Hessian or "
             "an HVP pass maximum_iterations (a scan of that length), or use "
             "tg.lax.scan(..., checkpoints=s) with a known trip count")

@@ -277,8 +277,8 @@ def print(*inputs, output_stream=None, sep=" ", end="\n", summarize=3) -> None: 
     followed by ``end``. output_stream: a file object (default ``sys.stderr``, as TensorFlow)
     or TensorFlow's ``"file://<path>"`` (appended to that file). Raises ``ValueError`` for
     another string.
-    Inside ``tg.function`` the Tensors' values reach a ``jax.debug.callback(ordered=True)``,
-    so prints come in program order. Returns None; not differentiable (prints nothing to
+    Inside ``tg.function`` (with Tensors or not) the Tensors' values reach a
+    ``jax.debug.callback(ordered=True)``, so prints come in program order, in the branch taken. Returns None; not differentiable (prints nothing to
     gradients).
     """
     if isinstance(output_stream, str) and not output_stream.startswith("file://"):
@@ -299,7 +299,8 @@ def print(*inputs, output_stream=None, sep=" ", end="\n", summarize=3) -> None: 
             (sys.stderr if output_stream is None else output_stream).write(text)
 
     jax = config.loaded_jax()
-    if jax is not None and any(isinstance(v, jax.core.Tracer) for v in values):
+    if jax is not None and (config.tracing() or any(isinstance(v, jax.core.Tracer)
+                                                   for v in values)):  # strings alone too
         values = [v if isinstance(v, jax.core.Tracer) else _backend.to_numpy(v)
                   for v in values]  # constants as NumPy: JAX takes no other library's arrays
         jax.debug.callback(emit, *values, ordered=True)

@@ -353,10 +353,10 @@ class MirroredStrategy:
         each Tensor result stacked along a new first axis (one row per replica) and the
         Variables ``fn`` assigns or creates, which must be equal on every replica."""
         if isinstance(fn, _BoundFunction):
-            python, instance = fn.__func__._func, fn.__self__
+            python, instance = fn.__func__._traced(), fn.__self__
             inner = lambda *a, **k: python(instance, *a, **k)  # noqa: E731
         else:
-            inner = fn._func if isinstance(fn, Function) else fn
+            inner = fn._traced() if isinstance(fn, Function) else fn  # AutoGraph's
         jax, strategy = self._jax, self
         P = jax.sharding.PartitionSpec
         spec = {"split": P(_AXIS), "stacked": P(_AXIS), "whole": P()}
@@ -438,10 +438,10 @@ class MirroredStrategy:
         """``fn``'s Python function, followed by a sharding constraint that keeps the
         Variables it assigns or creates replicated."""
         if isinstance(fn, _BoundFunction):
-            python, instance = fn.__func__._func, fn.__self__
+            python, instance = fn.__func__._traced(), fn.__self__
             inner = lambda *a, **k: python(instance, *a, **k)  # noqa: E731
         elif isinstance(fn, Function):
-            inner = fn._func
+            inner = fn._traced()  # AutoGraph's conversion, unless autograph=False
         else:
             inner = fn
         jax, replicated, mesh = self._jax, self._replicated, self.mesh
