@@ -601,3 +601,16 @@ def test_returning_a_variable_assigned_on_another_path_raises():
         with pytest.raises(NameError, match="'y' is used before it is assigned" if h is f
                            else "'z' is used before it is assigned"):
             h(tg.constant(2.0), False)
+
+
+def _countdown(x, n):
+    # a module function that calls itself: its name is a global (it became a missing cell)
+    return x if n == 0 else _countdown(x * 2.0, n - 1)
+
+
+def test_a_recursive_module_function_is_converted_and_calls_itself():
+    @tg.function
+    def f(x):
+        return _countdown(x, 3)  # called from converted code: converted too
+
+    assert float(f(tg.constant(1.5))) == 12.0

@@ -58,7 +58,8 @@ def test_readme_block_runs_as_pasted(code, raises, tmp_path):
             pytest.importorskip(module)
     if "tg.viz.draw(" in code and shutil.which("dot") is None:
         pytest.skip("Graphviz's dot program is not on PATH (.ci/run installs it)")
-    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+    (tmp_path / "block.py").write_text(code)  # pasted into a file (AutoGraph reads source)
+    run = subprocess.run([sys.executable, "block.py"], cwd=tmp_path, capture_output=True,
                          text=True, timeout=300)
     if raises is None:
         assert run.returncode == 0, run.stderr[-3000:]

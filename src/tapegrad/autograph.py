@@ -649,7 +649,10 @@ def _converted_tree(f):
         name="ag__factory", args=ast.arguments(
             posonlyargs=[], args=[ast.arg(arg=p) for p in params], kwonlyargs=[],
             kw_defaults=[], defaults=[]),
-        body=[fdef, ast.Return(value=ast.Name(id=fdef.name, ctx=ast.Load()))],
+        # the def must not bind f's name in the factory: a module function that calls itself
+        # reads its name as a global, not as a cell of the factory
+        body=[*([ast.Global(names=[fdef.name])] if fdef.name not in params else []),
+              fdef, ast.Return(value=ast.Name(id=fdef.name, ctx=ast.Load()))],
         decorator_list=[], returns=None, type_comment=None)
     ast.copy_location(factory, fdef)
     module = ast.Module(body=[factory], type_ignores=[])
