@@ -207,6 +207,10 @@ with tempfile.TemporaryDirectory() as tmp:
         np.array_equal(p, s.experimental_local_results(back["w"])[0])
         for p in s.experimental_local_results(back["w"]))
 
+# TensorFlow device names -> jax.devices(platform)[index]
+found["named_devices"] = [d.id for d in MirroredStrategy(devices=[
+    "cpu:2", "/CPU:1", "/job:localhost/replica:0/task:0/device:CPU:3", "cpu"]).devices]
+
 print("RESULT " + json.dumps(found))
 import sys; print(found, file=sys.stderr)
 '''
@@ -280,6 +284,10 @@ def test_uneven_last_batch(found):
     assert found["diff_uneven"] < 1e-10
 
 
+def test_tensorflow_device_names(found):
+    assert found["named_devices"] == [2, 1, 3, 0]
+
+
 def test_checkpoints_across_device_counts(found):
     assert found["restored_into_one"]
     assert found["restored_into_four"]
@@ -296,8 +304,15 @@ def test_bad_devices():
         tg.distribute.MirroredStrategy(devices=[])
     with pytest.raises(ValueError, match="a device is listed twice"):
         tg.distribute.MirroredStrategy(devices=[0, 0])
-    with pytest.raises(TypeError, match="entry 0 is a str; pass jax.Device objects or ints"):
-        tg.distribute.MirroredStrategy(devices=["gpu:0"])
+    with pytest.raises(ValueError, match=r"entry 1, 'cpu:99': JAX has \d+ cpu device"):
+        tg.distribute.MirroredStrategy(devices=["cpu:0", "cpu:99"])
+    with pytest.raises(ValueError, match=r"entry 0, 'disk:0', is not a device name"):
+        tg.distribute.MirroredStrategy(devices=["disk:0"])
+    with pytest.raises(TypeError, match="entry 0 is a float; pass jax.Device objects, ints"):
+        tg.distribute.MirroredStrategy(devices=[0.0])
+    cpu0 = jax.devices("cpu")[0]
+    for name in ("cpu:0", "/cpu:0", "CPU", "/job:localhost/replica:0/task:0/device:CPU:0"):
+        assert tg.distribute.MirroredStrategy(devices=[name]).devices == (cpu0,)
     with pytest.raises(TypeError, match="expected None or a sequence"):
         tg.distribute.MirroredStrategy(devices="gpu:0")
 

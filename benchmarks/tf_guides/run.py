@@ -115,6 +115,10 @@ def _imports_of(src):
     return "\n".join(keep) or None
 
 
+_VIRTUAL_SET = re.compile(r"set_(?:virtual|logical)_device_configuration")
+_VIRTUAL_CONF = re.compile(r"(?:Virtual|Logical)DeviceConfiguration\(")
+
+
 def classify(cells):
     """Per cell: dict(src=code to run or None, skip=reason or None, random=bool, timing=bool)."""
     out, tainted = [], set()
@@ -135,6 +139,8 @@ def classify(cells):
         out.append({"src": _imports_of(src) if skip else src, "skip": skip, "random": rnd,
                     "timing": bool(not skip and TIMING_RE.search(src)),
                     "hash": hashlib.sha1(raw.encode()).hexdigest()[:12]})
+        if skip and _VIRTUAL_SET.search(code):  # a skipped cell that makes N virtual CPUs
+            out[-1]["virtual_cpus"] = len(_VIRTUAL_CONF.findall(code))
     return out
 
 
@@ -146,6 +152,10 @@ def run_notebook(python, cells, swap, timeout, nb_timeout):
         job, res = os.path.join(d, "job.json"), os.path.join(d, "res.jsonl")
         json.dump({"cells": srcs, "timeout": timeout}, open(job, "w"))
         env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", CUDA_VISIBLE_DEVICES="")
+        cpus = max([c.get("virtual_cpus", 0) for c in cells] + [0])
+        if swap and cpus > 1:  # JAX makes host devices only at start: the skipped cell's CPUs
+            env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
+                                " --xla_force_host_platform_device_count=%d" % cpus)
         died = None
         try:
             p = subprocess.run([python, os.path.join(HERE, "worker.py"), job, res], cwd=d, env=env,

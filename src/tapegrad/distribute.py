@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import re
 import threading
 import weakref
 
@@ -62,14 +63,43 @@ def has_strategy() -> bool:
     return get_strategy() is not None
 
 
+_DEVICE_NAME = re.compile(r"(?:.*/)?(?:device:)?([a-z_]+)(?::(\d+))?", re.I)
+_PLATFORM = {"cpu": "cpu", "gpu": "gpu", "tpu": "tpu"}
+
+
+def _named_device(jax, name, k):
+    """The ``jax.Device`` a TensorFlow device name means: ``"cpu:0"``, ``"/gpu:1"``, ``"GPU"``
+    (index 0) or ``"/job:localhost/replica:0/task:0/device:CPU:0"`` -> ``jax.devices(platform)
+    [index]``. Raises ``ValueError`` naming the string (entry ``k``) for a name that is not of
+    that form or a device JAX does not have."""
+    m = _DEVICE_NAME.fullmatch(name.strip())
+    platform = _PLATFORM.get(m.group(1).lower()) if m else None
+    if platform is None:
+        raise ValueError(f"MirroredStrategy(devices=...): entry {k}, {name!r}, is not a device "
+                         "name; write 'cpu:0', '/gpu:1' or "
+                         "'/job:localhost/replica:0/task:0/device:CPU:0'")
+    index = int(m.group(2) or 0)
+    try:
+        found = jax.devices(platform)
+    except RuntimeError:
+        found = []
+    if index >= len(found):
+        raise ValueError(
+            f"MirroredStrategy(devices=...): entry {k}, {name!r}: JAX has {len(found)} "
+            f"{platform} device(s) ({found}). On the CPU, start the process with "
+            "XLA_FLAGS=--xla_force_host_platform_device_count=N for N devices")
+    return found[index]
+
+
 class MirroredStrategy:
     """Synchronous data parallelism (``tf.distribute.MirroredStrategy``) on the devices of one
     process, or of several (``jax.distributed.initialize``: each process feeds its own rows).
 
     Args:
         devices: None for every device of JAX's default backend (``jax.devices()``), or a
-            non-empty sequence of distinct ``jax.Device`` objects or of ints (indices into
-            ``jax.devices()``).
+            non-empty sequence of distinct ``jax.Device`` objects, ints (indices into
+            ``jax.devices()``) or TensorFlow device names (``"cpu:1"``, ``"/gpu:0"``,
+            ``"/job:localhost/replica:0/task:0/device:CPU:0"``: ``jax.devices(platform)[i]``).
 
         per_replica: True (default): :meth:`run` runs the step once per replica on its share
             of the batch and returns :class:`PerReplica` values (TensorFlow's semantics).
@@ -77,9 +107,9 @@ class MirroredStrategy:
             results are global values (see the module's notes).
 
     Raises ``ImportError`` without JAX, ``ValueError`` for an empty or repeated device list or
-    an index out of range (or, on several processes, when a process's devices are not
-    adjacent in the list), ``TypeError`` for a device that is neither or a ``per_replica``
-    that is not a bool.
+    an index out of range, a device name that is not one or names a device JAX does not have
+    (or, on several processes, when a process's devices are not adjacent in the list),
+    ``TypeError`` for a device of another type or a ``per_replica`` that is not a bool.
 
     * ``with strategy.scope():`` Variables created in the block are put on every device
       (a replicated ``NamedSharding``); optimizer slots a step creates are replicated too.
@@ -113,9 +143,12 @@ class MirroredStrategy:
                             "the process with XLA_FLAGS=--xla_force_host_platform_device_count=N "
                             "for N devices")
                     d = every[int(d)]
+                elif isinstance(d, str):
+                    d = _named_device(jax, d, k)
                 elif not isinstance(d, jax.Device):
                     raise TypeError(f"MirroredStrategy(devices=...): entry {k} is a "
-                                    f"{type(d).__name__}; pass jax.Device objects or ints")
+                                    f"{type(d).__name__}; pass jax.Device objects, ints or "
+                                    "TensorFlow device names ('cpu:0', '/gpu:1')")
                 chosen.append(d)
             if not chosen:
                 raise ValueError("MirroredStrategy(devices=...): the device list is empty; pass "
