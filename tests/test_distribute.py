@@ -799,3 +799,10 @@ def test_per_replica_step_reads_only_its_variables_and_assigns_all_reduced_value
     (program,) = function._programs.values()
     assert program.variables == [w]  # not stray (nor the random generator's state)
     assert stray.shape == (777,)
+
+
+def test_per_replica_repr_is_tensorflows_layout():
+    s = tg.distribute.MirroredStrategy(devices=["cpu:0"])
+    out = s.run(lambda: tg.constant(2.5))
+    assert repr(out) == "PerReplica:{\n  0: " + repr(out.values[0]) + "\n}"
+    assert float(out.values[0]) == 2.5

@@ -733,8 +733,9 @@ class PerReplica:
         return tuple(on_device(p, "PerReplica") if hasattr(p, "addressable_shards")
                      else Tensor(p) for p in parts)
 
-    def __repr__(self):
-        return f"PerReplica({self.values!r})"
+    def __repr__(self):  # TensorFlow's layout: one "i: value" line per replica
+        lines = ",\n".join(f"  {i}: {v!r}" for i, v in enumerate(self.values))
+        return f"PerReplica:{{\n{lines}\n}}"
 
 
 class ReplicaContext:
