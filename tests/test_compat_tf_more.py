@@ -211,3 +211,32 @@ def test_train_list_variables_and_load_variable(tmp_path):
         tf.train.load_variable(path, "model/v")
     with pytest.raises(FileNotFoundError, match="no checkpoint saved in the directory"):
         tf.train.list_variables(str(tmp_path))
+
+
+def test_pretty_printed_concrete_signatures_lists_the_traces_in_order():
+    pytest.importorskip("jax")
+
+    @tf.function
+    def my_relu(x):
+        return tf.maximum(0., tf.cast(x, tf.float32))
+
+    assert my_relu.pretty_printed_concrete_signatures() == ""
+    assert float(my_relu(tf.constant(5.5))) == 5.5
+    np.testing.assert_array_equal(my_relu([1, -1]).numpy(), [1.0, 0.0])
+    np.testing.assert_array_equal(my_relu(tf.constant([3., -3.])).numpy(), [3.0, 0.0])
+    block = ("Input Parameters:\n  x (POSITIONAL_OR_KEYWORD): {}\nOutput Type:\n  {}\n"
+             "Captures:\n  None")
+    s0 = "TensorSpec(shape=(), dtype=float32, name=None)"
+    s2 = "TensorSpec(shape=(2,), dtype=float32, name=None)"
+    assert my_relu.pretty_printed_concrete_signatures() == "\n\n".join([
+        block.format(s0, s0), block.format("List[Literal[1], Literal[-1]]", s2),
+        block.format(s2, s2)])
+
+    @tf.function
+    def scaled(a, *, b=1):
+        return {"s": a * b}
+
+    assert float(scaled(tf.constant(2.0), b=3)["s"]) == 6.0
+    assert scaled.pretty_printed_concrete_signatures() == (
+        f"Input Parameters:\n  a (POSITIONAL_OR_KEYWORD): {s0}\n  b (KEYWORD_ONLY): Literal[3]\n"
+        f"Output Type:\n  Dict['s': {s0}]\nCaptures:\n  None")

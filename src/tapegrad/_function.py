@@ -431,6 +431,40 @@ class Function:
             self._programs[key] = program
         return program
 
+    def pretty_printed_concrete_signatures(self, verbose=True) -> str:
+        """TensorFlow's listing of the signatures traced so far, in trace order: per trace
+        its ``Input Parameters`` (name, kind, and a :class:`TensorSpec` per Tensor,
+        ``Literal[value]`` per Python value, ``List[...]``/``Tuple[...]``/``Dict[...]`` for
+        containers), ``Output Type`` and ``Captures`` (always ``None``: tapegrad's programs
+        take the Variables they use as inputs), the traces separated by a blank line; ``""``
+        before the first trace. ``verbose`` is accepted for TensorFlow's signature."""
+        jax = self._jax or _jax()
+        blocks = []
+        for key, program in list(self._programs.items()):
+            bound = key[0] == _SELF
+            treedef, leaf_keys = key[-2:]
+            args, kwargs = jax.tree_util.tree_unflatten(treedef, [  # keys as _leaf_key gives
+                _Literal(k[2]) if k[0] == "static" else TensorSpec(*k[k[0] == "variable":][:2])
+                for k in leaf_keys])
+            try:
+                params = list(inspect.signature(self._func).parameters.values())[bound:]
+            except (TypeError, ValueError):
+                params = []
+            lines = ["Input Parameters:"]
+            for k, a in enumerate(args):
+                p = params[k] if k < len(params) else None
+                name, kind = (p.name, p.kind.name) if p else (f"arg_{k}", "VAR_POSITIONAL")
+                lines.append(f"  {name} ({kind}): {_spec_text(a)}")
+            for name, a in kwargs.items():
+                lines.append(f"  {name} (KEYWORD_ONLY): {_spec_text(a)}")
+            outs = list(program.out_leaves)
+            for k in program.tensors:
+                outs[k] = TensorSpec(tuple(outs[k].shape), _backend.np_dtype(outs[k].dtype))
+            out = jax.tree_util.tree_unflatten(program.out_tree, outs)
+            lines += ["Output Type:", f"  {_spec_text(out)}", "Captures:", "  None"]
+            blocks.append("\n".join(lines))
+        return "\n\n".join(blocks)
+
     def _check_signature(self, args):
         if len(args) != len(self._signature):
             raise TypeError(f"{self.__name__}: input_signature has {len(self._signature)} "
@@ -444,6 +478,27 @@ class Function:
                         if hasattr(a, "shape") and len(a.shape) != len(spec.shape) else "")
                 raise TypeError(f"{self.__name__}: argument {k} has {got}, which does not fit "
                                 f"its input_signature {spec!r}{rank}")
+
+
+class _Literal:
+    """A Python value in a printed signature (``Literal[3]``)."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self):
+        return f"Literal[{self.value!r}]"
+
+
+def _spec_text(x) -> str:
+    """A signature's structure as TensorFlow prints it: ``List[Literal[1], TensorSpec(...)]``."""
+    if isinstance(x, (list, tuple)):
+        return (f"{'List' if isinstance(x, list) else 'Tuple'}"
+                f"[{', '.join(_spec_text(v) for v in x)}]")
+    if isinstance(x, dict):
+        return f"Dict[{', '.join(f'{k!r}: {_spec_text(v)}' for k, v in x.items())}]"
+    return "None" if x is None else repr(x) if isinstance(x, (TensorSpec, _Literal)) else (
+        f"Literal[{x!r}]")
 
 
 def _spec_of(x):
