@@ -240,3 +240,23 @@ def test_pretty_printed_concrete_signatures_lists_the_traces_in_order():
     assert scaled.pretty_printed_concrete_signatures() == (
         f"Input Parameters:\n  a (POSITIONAL_OR_KEYWORD): {s0}\n  b (KEYWORD_ONLY): Literal[3]\n"
         f"Output Type:\n  Dict['s': {s0}]\nCaptures:\n  None")
+
+
+def test_concrete_function_takes_only_its_tensor_arguments_as_tensorflow():
+    pytest.importorskip("jax")
+
+    class SimpleModel(tf.Module):
+        def __init__(self):
+            self.bias, self.weight = 0., 2.
+
+    def evaluate(model, x):
+        return model.weight * x + model.bias
+
+    model, x = SimpleModel(), tf.constant(10.)
+    concrete = tf.function(evaluate).get_concrete_function(model, x)
+    assert float(concrete(x)) == 20.0  # the model is bound at the trace
+    assert float(concrete(model, x)) == 20.0
+    model.bias += 5.0
+    assert float(tf.function(evaluate).get_concrete_function(model, x)(x)) == 25.0
+    with pytest.raises(TypeError, match="argument leaf 0 of the concrete function is shape"):
+        concrete(x, x)

@@ -551,6 +551,9 @@ class ConcreteFunction:
     def __call__(self, *args, **kwargs):
         jax = _jax()
         leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
+        if treedef != self._treedef:  # TensorFlow's call form: the Tensor arguments only
+            args = self._with_static(args)
+            leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
         if treedef != self._treedef:
             raise TypeError(f"{self.__name__}: a concrete function takes arguments of the "
                             f"structure {self._treedef}, got {treedef}")
@@ -568,6 +571,19 @@ class ConcreteFunction:
         if self._program is None:
             self._program = self._function._trace_only(args, kwargs, self._instance)
         return out
+
+    def _with_static(self, args):
+        """``args`` with the traced positional arguments that hold no Tensor (Python values,
+        objects such as a Module) put back in place: TensorFlow's concrete function takes only
+        the others. ``args`` as given when their count is not that of the others."""
+        jax = _jax()
+        traced = self.structured_input_signature[0]
+        dynamic = [any(isinstance(x, (TensorSpec, Tensor)) for x in jax.tree_util.tree_leaves(
+            a, is_leaf=lambda x: isinstance(x, TensorSpec))) for a in traced]
+        if sum(dynamic) != len(args) or all(dynamic):
+            return args
+        given = iter(args)
+        return tuple(next(given) if d else a for a, d in zip(traced, dynamic))
 
     def __repr__(self):
         return f"<ConcreteFunction {self.__name__}{self.structured_input_signature}>"
