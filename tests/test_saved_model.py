@@ -588,3 +588,37 @@ def test_without_jax_or_flatbuffers_says_what_to_install(monkeypatch, tmp_path):
     with pytest.raises(ImportError, match="JAX is not installed"):
         tg.saved_model.load(tmp_path / "x")
     assert not (tmp_path / "x").exists()
+
+
+def test_experimental_custom_gradients_true_keeps_the_custom_rule(tmp_path):
+    import tapegrad.compat.tensorflow as tf
+
+    @tf.custom_gradient
+    def clip_gradients(y):
+        def backward(dy):
+            return tf.clip_by_norm(dy, 0.5)
+        return y, backward
+
+    class Model(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec(())])  # TF's guide: TensorSpec(None)
+        def call_custom_grad(self, x):
+            return clip_gradients(x)
+
+    class AnyRank(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec(None)])
+        def f(self, x):
+            return x
+
+    with pytest.raises(ValueError, match=r"input_signature\[0\] is TensorSpec\(shape=None.*"
+                                         "None rank or dimension"):
+        tf.saved_model.save(AnyRank(), str(tmp_path / "any"))
+    tf.saved_model.save(Model(), str(tmp_path / "m"),
+                        options=tf.saved_model.SaveOptions(experimental_custom_gradients=True))
+    loaded = tf.saved_model.load(str(tmp_path / "m"))
+    v = tf.Variable(2.0)
+    with tf.GradientTape() as t:
+        out = loaded.call_custom_grad(v * v)
+    assert float(out) == 4.0
+    assert float(t.gradient(out, v)) == 2.0  # d(v*v)/dv = 4 times the clipped 0.5 (TF's guide)
+    with pytest.raises(ValueError, match="experimental_custom_gradients=False is not supported"):
+        tf.saved_model.SaveOptions(experimental_custom_gradients=False)

@@ -84,12 +84,21 @@ class SaveOptions:
         platforms: the platforms the functions are compiled for, a sequence of JAX platform
             names (``"cpu"``, ``"cuda"``, ``"rocm"``, ``"tpu"``); default: the platform JAX
             runs on now. A loaded function runs only on one of them.
+        experimental_custom_gradients: TensorFlow's option, True (its default): the export's
+            derivatives are those the function computes, ``tg.custom_gradient`` rules included.
+            False (derivatives of the forward computation instead) is not supported.
 
-    Raises ``ValueError`` for a ``vjp_order`` that is not an int >= 0, ``TypeError`` for
-    ``platforms`` that are not strings.
+    Raises ``ValueError`` for a ``vjp_order`` that is not an int >= 0 or
+    ``experimental_custom_gradients`` other than True, ``TypeError`` for ``platforms`` that
+    are not strings.
     """
 
-    def __init__(self, vjp_order=1, platforms=None):
+    def __init__(self, vjp_order=1, platforms=None, experimental_custom_gradients=True):
+        if experimental_custom_gradients is not True:
+            raise ValueError("tg.saved_model.SaveOptions: experimental_custom_gradients="
+                             f"{experimental_custom_gradients!r} is not supported: an export "
+                             "carries the gradients the function computes, custom_gradient "
+                             "rules included (TensorFlow's default, True); leave it out")
         if isinstance(vjp_order, bool) or not isinstance(vjp_order, int) or vjp_order < 0:
             raise ValueError(f"tg.saved_model.SaveOptions: vjp_order must be an int >= 0 (the "
                              f"orders of gradients the export carries), got {vjp_order!r}")
@@ -255,10 +264,10 @@ def _specs(jax, entry):
         if not isinstance(spec, TensorSpec):
             raise TypeError(f"tg.saved_model.save: {entry.label}: input_signature[{k}] is a "
                             f"{type(spec).__name__}, not a tg.TensorSpec")
-        if None in spec.shape:
+        if spec.shape is None or None in spec.shape:
             raise ValueError(
                 f"tg.saved_model.save: {entry.label}: input_signature[{k}] is {spec!r}, with a "
-                "None dimension; an export is traced for concrete sizes (tapegrad's ops do not "
+                "None rank or dimension; an export is traced for concrete sizes (tapegrad's ops do not "
                 "trace with jax.export's symbolic sizes yet), so give every size, e.g. "
                 "tg.TensorSpec((32, 3), ...) for batches of 32, and pad smaller batches")
         specs.append(jax.ShapeDtypeStruct(spec.shape, spec.dtype))
