@@ -610,7 +610,7 @@ def test_experimental_custom_gradients_true_keeps_the_custom_rule(tmp_path):
             return x
 
     with pytest.raises(ValueError, match=r"input_signature\[0\] is TensorSpec\(shape=None.*"
-                                         "None rank or dimension"):
+                                         r"None dimension \(or rank\)"):
         tf.saved_model.save(AnyRank(), str(tmp_path / "any"))
     tf.saved_model.save(Model(), str(tmp_path / "m"),
                         options=tf.saved_model.SaveOptions(experimental_custom_gradients=True))

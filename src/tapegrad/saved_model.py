@@ -267,8 +267,8 @@ def _specs(jax, entry):
         if spec.shape is None or None in spec.shape:
             raise ValueError(
                 f"tg.saved_model.save: {entry.label}: input_signature[{k}] is {spec!r}, with a "
-                "None rank or dimension; an export is traced for concrete sizes (tapegrad's ops do not "
-                "trace with jax.export's symbolic sizes yet), so give every size, e.g. "
+                "None dimension (or rank); an export is traced for concrete sizes (tapegrad's "
+                "ops do not trace with jax.export's symbolic sizes yet), so give every size, e.g. "
                 "tg.TensorSpec((32, 3), ...) for batches of 32, and pad smaller batches")
         specs.append(jax.ShapeDtypeStruct(spec.shape, spec.dtype))
     return specs
