@@ -835,11 +835,27 @@ summary = types.SimpleNamespace(**{n: getattr(_tf_summary, n) for n in _tf_summa
 assert_equal, assert_rank = debugging.assert_equal, debugging.assert_rank
 
 
+def meshgrid(*args, indexing="xy", name=None):
+    """``tf.meshgrid(x, y, ..., indexing='xy')``: coordinate grids of the 1-D ``args`` (a list of
+    Tensors, one per argument, each of shape ``(len(y), len(x), ...)`` for ``'xy'``,
+    ``(len(x), len(y), ...)`` for ``'ij'``). Python lists of floats become float32. Gradients:
+    those of ``_tg.meshgrid`` (broadcasts). Raises ``ValueError`` for another ``indexing``."""
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"tf.meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+    return list(_tg.meshgrid(*[convert_to_tensor(a) for a in args], indexing=indexing))
+
+
+def cast(x, dtype, name=None):
+    """``tf.cast(x, dtype)``: ``x`` (a Tensor, array or Python value) as ``dtype``; ``dtype`` may
+    be given by keyword, as TensorFlow's guides do. Gradient: that of ``_tg.astype``."""
+    return _tg.astype(convert_to_tensor(x), dtype)
+
+
 # --- names TensorFlow's guides use (tapegrad.compat.tf_extras) --------------------------------
 from . import tf_extras as _extras  # noqa: E402
 from tapegrad._tensor import TensorShape  # noqa: E402, F401
 
-meshgrid, cast, init_scope = _extras.meshgrid, _extras.cast, _extras.init_scope
+init_scope = _extras.init_scope
 dtypes = _Namespace(_tf_name="tf.dtypes", **vars(_extras.dtypes))
 types = _Namespace(_tf_name="tf.types", experimental=_Namespace(
     _tf_name="tf.types.experimental", **vars(_extras.types_experimental)))

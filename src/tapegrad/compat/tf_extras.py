@@ -14,28 +14,11 @@ import numpy as np
 
 import tapegrad as tg
 
-from . import tensorflow as _tf  # imported at its end: its names are defined
 
-__all__ = ["meshgrid", "cast", "Generator", "stateless_normal", "stateless_uniform", "dtypes",
+__all__ = ["Generator", "stateless_normal", "stateless_uniform", "dtypes",
            "init_scope", "types_experimental", "check_not_string"]
 
 _f32 = tg.float32
-
-
-def meshgrid(*args, indexing="xy", name=None):
-    """``tf.meshgrid(x, y, ..., indexing='xy')``: coordinate grids of the 1-D ``args`` (a list of
-    Tensors, one per argument, each of shape ``(len(y), len(x), ...)`` for ``'xy'``,
-    ``(len(x), len(y), ...)`` for ``'ij'``). Python lists of floats become float32. Gradients:
-    those of ``tg.meshgrid`` (broadcasts). Raises ``ValueError`` for another ``indexing``."""
-    if indexing not in ("xy", "ij"):
-        raise ValueError(f"tf.meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
-    return list(tg.meshgrid(*[_tf.convert_to_tensor(a) for a in args], indexing=indexing))
-
-
-def cast(x, dtype, name=None):
-    """``tf.cast(x, dtype)``: ``x`` (a Tensor, array or Python value) as ``dtype``; ``dtype`` may
-    be given by keyword, as TensorFlow's guides do. Gradient: that of ``tg.astype``."""
-    return tg.astype(_tf.convert_to_tensor(x), dtype)
 
 
 class Generator(tg.random.Generator):
