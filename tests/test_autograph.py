@@ -614,3 +614,16 @@ def test_a_recursive_module_function_is_converted_and_calls_itself():
         return _countdown(x, 3)  # called from converted code: converted too
 
     assert float(f(tg.constant(1.5))) == 12.0
+
+
+def test_get_concrete_function_traces_the_converted_function():
+    # it traced the function as written: the Python `if` on a tensor raised
+    @tg.function
+    def f(x):
+        if tg.sum(x) > 0:
+            return x * 2.0
+        return -x
+
+    c = f.get_concrete_function(tg.TensorSpec((2,), tg.float64))
+    np.testing.assert_array_equal(c(tg.constant([1.0, 2.0])).numpy(), [2.0, 4.0])
+    np.testing.assert_array_equal(c(tg.constant([-1.0, -2.0])).numpy(), [1.0, 2.0])

@@ -230,18 +230,13 @@ class Function:
             return self._func(instance, *args, **kwargs) if bound else self._func(*args, **kwargs)
         jax = self._jax or _jax()
         self._jax = jax
-        leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
-        key = (treedef, tuple([_leaf_key(x, self.__name__) for x in leaves]))
-        if bound:  # the instance by identity: the program keeps it alive, so its id stays its
-            key = (_SELF, id(instance), *key)
+        leaves, treedef, key = self._signature_key(args, kwargs, instance)
         if config.tracing() or any(isinstance(_raw(x), jax.core.Tracer) for x in leaves):
             # called while another is traced (its Variables bound to tracers, even when the
             # arguments are concrete): inline
             func = self._traced()
             return func(instance, *args, **kwargs) if bound else func(*args, **kwargs)
-        program = self._programs.get(key)
-        if program is not None and program.var_args and not program.traced_with(leaves):
-            key, program = self._for_variables(key, program, leaves)
+        key, program = self._find(key, leaves)
         if program is None:
             check = _structural.extensions.gradient_check
             if check is not None and check.on and check.eager_first_call(self):
@@ -270,6 +265,24 @@ class Function:
             self._by_shapes[(_SELF, id(instance), found[0]) if bound else found[0]] = program
             return program.call(found[1], args)
         return program.run(leaves)
+
+    def _signature_key(self, args, kwargs, instance):
+        """``(leaves, treedef, key)`` of a call: its pytree's leaves and structure, and the key
+        of its program in ``_programs`` (a method's instance by identity: the program keeps it
+        alive, so its id stays its)."""
+        leaves, treedef = self._jax.tree_util.tree_flatten((args, kwargs))
+        key = (treedef, tuple([_leaf_key(x, self.__name__) for x in leaves]))
+        if instance is not _UNBOUND:
+            key = (_SELF, id(instance), *key)
+        return leaves, treedef, key
+
+    def _find(self, key, leaves):
+        """``(key, program)``: the program traced for ``key``, rebound to other Variable
+        arguments of the same specs (:meth:`_for_variables`), or None."""
+        program = self._programs.get(key)
+        if program is not None and program.var_args and not program.traced_with(leaves):
+            key, program = self._for_variables(key, program, leaves)
+        return key, program
 
     def _for_variables(self, key, program, leaves):
         """``(key, program)`` for a call whose Variable arguments have the shapes and dtypes
@@ -406,18 +419,13 @@ class Function:
     def _trace_only(self, args, kwargs, instance):
         """The program of a call with these arguments, traced if new, not run (but for a first
         trace that creates Variables: see :meth:`get_concrete_function`)."""
-        jax = self._jax = self._jax or _jax()
-        leaves, treedef = jax.tree_util.tree_flatten((args, kwargs))
-        key = (treedef, tuple([_leaf_key(x, self.__name__) for x in leaves]))
-        bound = instance is not _UNBOUND
-        if bound:
-            key = (_SELF, id(instance), *key)
-        program = self._programs.get(key)
-        if program is not None and program.var_args and not program.traced_with(leaves):
-            key, program = self._for_variables(key, program, leaves)
+        self._jax = self._jax or _jax()
+        leaves, treedef, key = self._signature_key(args, kwargs, instance)
+        key, program = self._find(key, leaves)
         if program is not None:
             return program
-        func = functools.partial(self._func, instance) if bound else self._func
+        bound = instance is not _UNBOUND
+        func = functools.partial(self._traced(), instance) if bound else self._traced()
         with self._lock:
             program = _Program(self, func, treedef, leaves, first=self._traces == 0)
             self._note_trace(key, args, kwargs, bound)

@@ -411,14 +411,16 @@ class GradientTape:
                 if g is None:
                     continue
                 x = op.inputs[k]
-                if getattr(g, "_sparse", False):  # IndexedSlices: kept if they fit x
-                    if g.dense_shape != tuple(x.shape) or g.dtype != x.dtype:
+                if type(g) is not Tensor:
+                    if not getattr(g, "_sparse", False):
+                        g = check_gradient(op, k, x, g, fn)
+                    elif g.dense_shape != tuple(x.shape) or g.dtype != x.dtype:  # IndexedSlices
                         g = check_gradient(op, k, x, g._dense(), fn)
-                elif type(g) is not Tensor or g._value.shape != x._value.shape or (
-                        g._value.dtype is not x._value.dtype):
+                elif g._value.shape != x._value.shape or g._value.dtype is not x._value.dtype:
                     g = check_gradient(op, k, x, g, fn)
                 prev = grads.get(iid)
-                grads[iid] = g if prev is None else _add(prev, g)
+                grads[iid] = g if prev is None else (
+                    ops.add(prev, g) if type(prev) is Tensor and type(g) is Tensor else _add(prev, g))
         return grads
 
 
