@@ -67,6 +67,15 @@ _DEVICE_NAME = re.compile(r"(?:.*/)?(?:device:)?([a-z_]+)(?::(\d+))?", re.I)
 _PLATFORM = {"cpu": "cpu", "gpu": "gpu", "tpu": "tpu"}
 
 
+def _python_step(fn):
+    """The Python function a step ``fn`` (a ``tg.function``, a method of one, or a plain
+    function) traces: a ``tg.function``'s after AutoGraph (unless ``autograph=False``)."""
+    if isinstance(fn, _BoundFunction):
+        python, instance = fn.__func__._traced(), fn.__self__
+        return lambda *a, **k: python(instance, *a, **k)
+    return fn._traced() if isinstance(fn, Function) else fn
+
+
 def _named_device(jax, name, k):
     """The ``jax.Device`` a TensorFlow device name means: ``"cpu:0"``, ``"/gpu:1"``, ``"GPU"``
     (index 0) or ``"/job:localhost/replica:0/task:0/device:CPU:0"`` -> ``jax.devices(platform)
@@ -385,11 +394,7 @@ class MirroredStrategy:
         the mesh (split arguments by rows, others and the Variables it reads whole), which returns
         each Tensor result stacked along a new first axis (one row per replica) and the
         Variables ``fn`` assigns or creates, which must be equal on every replica."""
-        if isinstance(fn, _BoundFunction):
-            python, instance = fn.__func__._traced(), fn.__self__
-            inner = lambda *a, **k: python(instance, *a, **k)  # noqa: E731
-        else:
-            inner = fn._traced() if isinstance(fn, Function) else fn  # AutoGraph's
+        inner = _python_step(fn)
         jax, strategy = self._jax, self
         P = jax.sharding.PartitionSpec
         spec = {"split": P(_AXIS), "stacked": P(_AXIS), "whole": P()}
@@ -470,13 +475,7 @@ class MirroredStrategy:
     def _constrained(self, fn):
         """``fn``'s Python function, followed by a sharding constraint that keeps the
         Variables it assigns or creates replicated."""
-        if isinstance(fn, _BoundFunction):
-            python, instance = fn.__func__._traced(), fn.__self__
-            inner = lambda *a, **k: python(instance, *a, **k)  # noqa: E731
-        elif isinstance(fn, Function):
-            inner = fn._traced()  # AutoGraph's conversion, unless autograph=False
-        else:
-            inner = fn
+        inner = _python_step(fn)
         jax, replicated, mesh = self._jax, self._replicated, self.mesh
 
         def step(*args, **kwargs):
