@@ -115,6 +115,9 @@ def _variable_init(self, initial_value, trainable=True, name=None, dtype=None):
 Variable = type("Variable", (_tg.Variable,), {
     "__slots__": (), "_default_float": _f32, "__module__": __name__, "__init__": _variable_init,
     "value": _tg.Variable.read_value,  # TensorFlow's name for a read of the current value
+    "__doc__": "``tf.Variable``: a ``tg.Variable`` whose Python floats become float32 and "
+               "Python ints int32, as TensorFlow's (shape, dtype and errors as "
+               "``tg.Variable``; ``value()`` reads it).",
 })
 IndexedSlices = _tg.IndexedSlices  # a Variable's row-gather gradient (tapegrad.ops.indexing)
 autodiff = types.SimpleNamespace(GradientTape=GradientTape,

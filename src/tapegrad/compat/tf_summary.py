@@ -99,8 +99,9 @@ def get_step():
     return getattr(_state, "step", None)
 
 
-experimental = type("experimental", (), {"set_step": staticmethod(set_step),
-                                         "get_step": staticmethod(get_step)})
+experimental = type("experimental", (), {
+    "set_step": staticmethod(set_step), "get_step": staticmethod(get_step),
+    "__doc__": "``tf.summary.experimental``: ``set_step`` and ``get_step``."})
 
 
 def _write(kind, name, data, step, convert):
